@@ -1,0 +1,67 @@
+#pragma once
+// Host-side device queries. Everything here reads attributes (never
+// cudaDeviceProp fields removed in CUDA 13, see HOPPER_NOTES 9.3) and never
+// synchronizes, so it is safe to call from host APIs under graph capture.
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "tilekit/core/error.cuh"
+
+namespace tilekit {
+
+struct device_info {
+  int ordinal = -1;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int l2_bytes = 0;
+  int max_shared_per_block_optin = 0;  // bytes a block may use after cudaFuncSetAttribute
+  int max_shared_per_sm = 0;
+  int clock_khz = 0;
+  std::string name;
+
+  bool is_hopper() const { return cc_major == 9 && cc_minor == 0; }
+};
+
+// Attributes of `ordinal` (or of the current device when ordinal < 0).
+inline device_info query_device(int ordinal = -1) {
+  device_info d;
+  if (ordinal < 0) TILEKIT_CHECK_CUDA(cudaGetDevice(&ordinal));
+  d.ordinal = ordinal;
+  auto attr = [&](cudaDeviceAttr a) {
+    int v = 0;
+    TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&v, a, ordinal));
+    return v;
+  };
+  d.cc_major = attr(cudaDevAttrComputeCapabilityMajor);
+  d.cc_minor = attr(cudaDevAttrComputeCapabilityMinor);
+  d.sm_count = attr(cudaDevAttrMultiProcessorCount);
+  d.l2_bytes = attr(cudaDevAttrL2CacheSize);
+  d.max_shared_per_block_optin = attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+  d.max_shared_per_sm = attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+  d.clock_khz = attr(cudaDevAttrClockRate);
+  cudaDeviceProp prop{};
+  TILEKIT_CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal));
+  d.name = prop.name;
+  return d;
+}
+
+// Number of visible devices; 0 (not an exception) when there is no driver or GPU.
+inline int visible_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" state
+    return 0;
+  }
+  return n;
+}
+
+// True when a compute capability 9.0 device (H100/H200) is the current device.
+inline bool current_device_is_hopper() {
+  if (visible_device_count() == 0) return false;
+  return query_device().is_hopper();
+}
+
+}  // namespace tilekit

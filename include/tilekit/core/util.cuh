@@ -1,0 +1,63 @@
+#pragma once
+// Compile-time helpers and the small set of macros every tilekit header uses.
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define TILEKIT_HOST_DEVICE __host__ __device__
+#define TILEKIT_DEVICE __device__
+#define TILEKIT_INLINE __forceinline__
+#else
+#define TILEKIT_HOST_DEVICE
+#define TILEKIT_DEVICE
+#define TILEKIT_INLINE inline
+#endif
+
+// True only in the sm_90a device pass: wgmma, setmaxnreg and TMA multicast
+// exist only there (see HOPPER_NOTES 9.2). Code that uses them is compiled to
+// a trap elsewhere so that a host pass or a plain sm_90 pass still builds.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TILEKIT_SM90A 1
+#else
+#define TILEKIT_SM90A 0
+#endif
+
+namespace tilekit {
+
+inline constexpr int warp_threads = 32;
+inline constexpr int warpgroup_warps = 4;
+inline constexpr int warpgroup_threads = warp_threads * warpgroup_warps;
+
+template <class T>
+TILEKIT_HOST_DEVICE constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
+template <class T>
+TILEKIT_HOST_DEVICE constexpr T round_up(T a, T b) {
+  return ceil_div(a, b) * b;
+}
+template <class T>
+TILEKIT_HOST_DEVICE constexpr bool is_pow2(T x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
+TILEKIT_HOST_DEVICE constexpr int log2_floor(uint64_t x) {
+  int r = -1;
+  while (x) { x >>= 1; ++r; }
+  return r;
+}
+
+// A value that depends on a template parameter, for static_assert(dependent_false<T>).
+template <class...>
+inline constexpr bool dependent_false = false;
+
+#if defined(__CUDACC__)
+TILEKIT_DEVICE TILEKIT_INLINE int laneid() { return threadIdx.x % warp_threads; }
+TILEKIT_DEVICE TILEKIT_INLINE int warpid() { return threadIdx.x / warp_threads; }
+// Index of this thread's warpgroup in the block, and of its warp inside the warpgroup.
+TILEKIT_DEVICE TILEKIT_INLINE int warpgroupid() { return threadIdx.x / warpgroup_threads; }
+TILEKIT_DEVICE TILEKIT_INLINE int warp_in_warpgroup() { return warpid() % warpgroup_warps; }
+#endif
+
+}  // namespace tilekit

@@ -1,0 +1,139 @@
+#pragma once
+// Shared GoogleTest support for tilekit.
+//
+// * GpuTest: a fixture for tests that need an sm_90 GPU. Without one the test
+//   is skipped with the reason printed; with TILEKIT_REQUIRE_GPU=1 in the
+//   environment it fails instead (the GPU machine sets it).
+// * device_buffer<T>: an owning device allocation, poisoned (all bits 1, NaN
+//   for float types) on creation so unwritten outputs are caught.
+// * random inputs (fixed seed per test, overridable with TILEKIT_TEST_SEED),
+//   relative error ||out - ref|| / ||ref|| in double precision.
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tilekit/core/dtypes.cuh"
+#include "tilekit/core/error.cuh"
+
+namespace tilekit::testing {
+
+// Why this process cannot run GPU tests ("" when it can).
+std::string gpu_unavailable_reason();
+// TILEKIT_REQUIRE_GPU=1 set?
+bool gpu_required();
+// Seed for this test: hash of the test's full name, mixed with TILEKIT_TEST_SEED.
+uint64_t test_seed();
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = gpu_unavailable_reason();
+    if (reason.empty()) return;
+    if (gpu_required()) FAIL() << "TILEKIT_REQUIRE_GPU=1 but " << reason;
+    GTEST_SKIP() << "needs an sm_90 (Hopper) GPU: " << reason;
+  }
+};
+
+template <class T>
+class device_buffer {
+ public:
+  device_buffer() = default;
+  explicit device_buffer(size_t count) : count_(count) {
+    if (count_) {
+      TILEKIT_CHECK_CUDA(cudaMalloc(&ptr_, count_ * sizeof(T)));
+      poison();
+    }
+  }
+  explicit device_buffer(const std::vector<T>& host) : device_buffer(host.size()) { upload(host); }
+  ~device_buffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  device_buffer(device_buffer&& o) noexcept : ptr_(o.ptr_), count_(o.count_) { o.ptr_ = nullptr, o.count_ = 0; }
+
+  T* get() const { return ptr_; }
+  size_t size() const { return count_; }
+  void poison() { TILEKIT_CHECK_CUDA(cudaMemset(ptr_, 0xFF, count_ * sizeof(T))); }
+  void upload(const std::vector<T>& host) {
+    TILEKIT_CHECK_CUDA(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    TILEKIT_CHECK_CUDA(cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Uniform random values in [lo, hi), rounded to T.
+template <class T>
+std::vector<T> random_vector(size_t n, std::mt19937_64& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = convert<T>(dist(rng));
+  return v;
+}
+
+template <class T>
+double to_double(T x) {
+  return double(convert<float>(x));
+}
+template <>
+inline double to_double<double>(double x) {
+  return x;
+}
+
+struct error_stats {
+  double relative = 0;   // ||out - ref||_2 / ||ref||_2
+  double max_abs = 0;    // max |out - ref|
+  size_t nonfinite = 0;  // NaN / inf outputs where the reference is finite
+};
+
+template <class T, class R>
+error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
+  error_stats s;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size() && i < ref.size(); ++i) {
+    const double o = to_double(out[i]), r = to_double(ref[i]);
+    if (!std::isfinite(o) && std::isfinite(r)) {
+      ++s.nonfinite;
+      continue;
+    }
+    num += (o - r) * (o - r);
+    den += r * r;
+    s.max_abs = std::max(s.max_abs, std::abs(o - r));
+  }
+  s.relative = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  if (out.size() != ref.size()) s.nonfinite += out.size() > ref.size() ? out.size() - ref.size() : ref.size() - out.size();
+  return s;
+}
+
+// Typical relative-error bounds for results rounded to T (fp32 accumulation).
+template <class T>
+constexpr double tolerance() {
+  if constexpr (std::is_same_v<T, float>) return 1e-5;
+  else if constexpr (std::is_same_v<T, fp16>) return 2e-3;   // 11-bit mantissa
+  else if constexpr (std::is_same_v<T, bf16>) return 1e-2;   // 8-bit mantissa
+  else return 8e-2;                                           // fp8
+}
+
+}  // namespace tilekit::testing
+
+// EXPECT that `out` matches `ref` to `tol` relative error with no stray NaN.
+#define TILEKIT_EXPECT_CLOSE(out, ref, tol)                                            \
+  do {                                                                                 \
+    const auto _s = ::tilekit::testing::compare((out), (ref));                         \
+    EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                  \
+    EXPECT_LE(_s.relative, (tol)) << "relative error " << _s.relative << " (max abs " \
+                                  << _s.max_abs << ")";                                \
+  } while (0)
