@@ -1,0 +1,145 @@
+#pragma once
+// examples/02_gemm: C = A * B^T in bf16 with fp32 accumulation, written only
+// with tilekit primitives. A is M x K, B is N x K (both row-major, K
+// contiguous), C is M x N (row-major). Any M, N; K must make 16-byte rows
+// (K % 8 == 0), which TMA requires.
+//
+// Structure (one CTA per SM, persistent):
+//   warpgroup 0  = producer: one thread streams A and B tiles with TMA into a
+//                  ring of shared-memory stages (full/empty mbarriers).
+//   warpgroups 1,2 = consumers: each owns 64 rows of the 128 x 256 output tile,
+//                  runs m64n256k16 wgmma on the staged tiles, keeps one wgmma
+//                  batch in flight, releases each stage once its wgmma is
+//                  done, and finally stores its accumulator (bf16) to C.
+// Register reallocation moves registers from the producer (which needs few)
+// to the consumers (128 accumulator floats per thread).
+
+#include <cuda_runtime.h>
+
+#include "tilekit/tilekit.cuh"
+
+namespace gemm_example {
+
+using namespace tilekit;
+
+// ---- the configuration table --------------------------------------------------
+struct config {
+  static constexpr int consumers = 2;               // consumer warpgroups
+  static constexpr int block_m = 64 * consumers;     // rows of C per tile (64 per warpgroup: wgmma M)
+  static constexpr int block_n = 256;                // columns of C per tile (largest wgmma N)
+  static constexpr int block_k = 64;                 // 64 bf16 = one 128-byte swizzle row
+  static constexpr int stages = 4;                   // 4 x 48 KiB of operands in flight
+  static constexpr int threads = warpgroup_threads * (1 + consumers);
+  static constexpr int producer_registers = 40;      // 40*128 + 232*256 <= 65536 (HOPPER_NOTES 6)
+  static constexpr int consumer_registers = 232;
+  static constexpr int group_rows = 16;              // tile-order grouping for L2 reuse of B
+};
+
+using a_tile = st_bf<64, config::block_k>;               // one consumer's 64 rows of A
+using b_tile = st_bf<config::block_n, config::block_k>;  // 256 rows of B (K-major)
+using accumulator = rt_fl<16, config::block_n>;          // one warp's 16 rows of a 64 x 256 wgmma
+
+struct shared_storage_t {
+  a_tile a[config::stages][config::consumers];
+  b_tile b[config::stages];
+  stage_barriers<config::stages> barriers;
+};
+
+struct gemm_args {
+  const bf16* a = nullptr;  // M x K, row stride lda
+  const bf16* b = nullptr;  // N x K, row stride ldb
+  bf16* c = nullptr;        // M x N, row stride ldc
+  int m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // 0 = packed (k, k, n)
+};
+
+__global__ void __launch_bounds__(config::threads, 1)
+    gemm_kernel(const __grid_constant__ tma_map<a_tile> a_map, const __grid_constant__ tma_map<b_tile> b_map,
+                const gl<bf16> c, int k_tiles, int m_tiles, int n_tiles) {
+  shared_storage_t& s = shared_storage<shared_storage_t>();
+  if (threadIdx.x == 0) {
+    s.barriers.init(/*producer arrivals*/ 1, /*consumer arrivals*/ config::consumers);
+    init_barriers_fence();
+  }
+  __syncthreads();
+
+  static_scheduler tiles(m_tiles * n_tiles);
+  stage_ring<config::stages> ring;
+
+  if (warpgroupid() == 0) {  // ---------------- producer ----------------
+    decrease_registers<config::producer_registers>();
+    if (threadIdx.x != 0) return;
+    for (int t = tiles.first(); t < tiles.total(); t = tiles.next(t)) {
+      const tile_index2d tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
+      for (int kt = 0; kt < k_tiles; ++kt, ring.advance()) {
+        mbarrier& full = producer_acquire(ring, s.barriers);
+        full.arrive_expect_tx(transaction_bytes<a_tile, a_tile, b_tile>);
+        const int k0 = kt * config::block_k;
+        for (int w = 0; w < config::consumers; ++w)
+          tma::load_async(s.a[ring.index][w], a_map, {.r = tile.row * config::block_m + w * 64, .c = k0}, full);
+        tma::load_async(s.b[ring.index], b_map, {.r = tile.col * config::block_n, .c = k0}, full);
+      }
+    }
+  } else {  // ---------------- consumers ----------------
+    increase_registers<config::consumer_registers>();
+    const int consumer = warpgroupid() - 1;
+    const bool leader = threadIdx.x % warpgroup_threads == 0;
+    accumulator acc;
+    for (int t = tiles.first(); t < tiles.total(); t = tiles.next(t)) {
+      const tile_index2d tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
+      stage_ring<config::stages> in_flight = ring;  // the stage whose wgmma may still be running
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        consumer_wait(ring, s.barriers);
+        warpgroup::mma_fence(acc);
+        if (kt == 0) warpgroup::mm_ABt(acc, s.a[ring.index][consumer], s.b[ring.index]);
+        else warpgroup::mma_ABt(acc, s.a[ring.index][consumer], s.b[ring.index]);
+        warpgroup::mma_commit_group();
+        warpgroup::mma_wait<1>();  // the previous batch is done: its stage can be refilled
+        if (kt > 0) {
+          if (leader) consumer_release(in_flight, s.barriers);
+          in_flight.advance();
+        }
+        ring.advance();
+      }
+      warpgroup::mma_wait<0>();
+      if (leader) consumer_release(in_flight, s.barriers);
+      // Epilogue: each warp writes its 16 rows (bf16, bounds-checked at the tensor edge).
+      const int row0 = tile.row * config::block_m + consumer * 64 + warp_in_warpgroup() * 16;
+      warp::store(c, acc, {.r = row0, .c = tile.col * config::block_n});
+    }
+  }
+}
+
+// Host API: validates, builds the TMA maps, launches on `stream`. Never synchronizes.
+inline void gemm(const gemm_args& args, cudaStream_t stream = nullptr) {
+  TILEKIT_CHECK_ARG(args.m >= 1 && args.n >= 1 && args.k >= 1, "M, N, K must be >= 1, got ", args.m, ", ",
+                    args.n, ", ", args.k);
+  TILEKIT_CHECK_ARG(args.k % 8 == 0, "K must be a multiple of 8 (TMA needs 16-byte rows), got ", args.k);
+  const int64_t lda = args.lda ? args.lda : args.k, ldb = args.ldb ? args.ldb : args.k,
+                ldc = args.ldc ? args.ldc : args.n;
+  TILEKIT_CHECK_ARG(lda >= args.k && ldb >= args.k && ldc >= args.n, "leading dimensions must be >= the row length");
+  const device_info dev = query_device();
+  TILEKIT_CHECK_ARG(dev.is_hopper(), "this GEMM needs an sm_90 GPU, device ", dev.ordinal, " is sm_", dev.cc_major,
+                    dev.cc_minor);
+
+  const auto a = make_gl(const_cast<bf16*>(args.a), {args.m, args.k}, {lda, 1});
+  const auto b = make_gl(const_cast<bf16*>(args.b), {args.n, args.k}, {ldb, 1});
+  const auto c = make_gl(args.c, {args.m, args.n}, {ldc, 1});
+  validate(a, "A", 16);
+  validate(b, "B", 16);
+  validate(c, "C");
+  const auto a_map = make_tma_map<a_tile>(a);
+  const auto b_map = make_tma_map<b_tile>(b);
+
+  const int m_tiles = ceil_div(args.m, config::block_m);
+  const int n_tiles = ceil_div(args.n, config::block_n);
+  const int k_tiles = ceil_div(args.k, config::block_k);
+  constexpr size_t smem = shared_storage_bytes<shared_storage_t>;
+  static_assert(smem <= 227 * 1024, "shared storage exceeds the 227 KiB a block can use on Hopper");
+  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int grid = std::min(dev.sm_count, m_tiles * n_tiles);
+  gemm_kernel<<<grid, config::threads, smem, stream>>>(a_map, b_map, c, k_tiles, m_tiles, n_tiles);
+  TILEKIT_CHECK_LAUNCH("gemm_kernel");
+}
+
+}  // namespace gemm_example
