@@ -132,7 +132,6 @@ TILEKIT_HOST_DEVICE TILEKIT_INLINE To convert(From x) {
     return detail::from_float<To>(detail::to_float(x));
   } else {
     // Packed pair -> packed pair, element by element (low element first).
-    using FromE = element_t<From>;
     using ToE = element_t<To>;
     if constexpr (std::is_same_v<To, bf16_2> && std::is_same_v<From, float2>) {
       return __float22bfloat162_rn(x);
