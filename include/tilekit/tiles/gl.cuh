@@ -103,7 +103,7 @@ gl<T> make_gl(T* data, const int64_t (&shape)[Rank], const int64_t (&strides)[Ra
   static_assert(Rank >= 1 && Rank <= 4, "gl views have 1 to 4 dimensions");
   gl<T> g = make_gl(data, shape);
   for (size_t i = 0; i < Rank; ++i) g.strides[4 - Rank + i] = strides[i];
-  for (size_t i = 0; i < 4 - Rank; ++i) g.strides[i] = 0;  // size-1 leading dims
+  for (int i = 0; i < 4 - int(Rank); ++i) g.strides[i] = 0;  // size-1 leading dims
   return g;
 }
 
