@@ -133,6 +133,10 @@ TEST(Dtypes, ConversionsRoundToNearestEven) {
   const fp16_2 h = convert<fp16_2>(make_float2(0.25f, 8.0f));
   EXPECT_EQ(convert<float>(low(h)), 0.25f);
   EXPECT_EQ(convert<float>(high(h)), 8.0f);
+  const fp8e4m3_2 e = convert<fp8e4m3_2>(make_float2(1.5f, -2.0f));
+  EXPECT_EQ(convert<float>(low(e)), 1.5f);
+  EXPECT_EQ(convert<float>(high(e)), -2.0f);
+  EXPECT_EQ(convert<float2>(e).y, -2.0f);
   EXPECT_EQ(dtype_traits<bf16>::tag, dtype::bf16);
   EXPECT_EQ(dtype_bytes(dtype::fp32), 4);
   EXPECT_STREQ(dtype_name(dtype::fp8_e5m2), "fp8_e5m2");

@@ -142,7 +142,7 @@ TILEKIT_HOST_DEVICE TILEKIT_INLINE To convert(From x) {
     } else if constexpr (std::is_same_v<To, float2> && std::is_same_v<From, fp16_2>) {
       return __half22float2(x);
     } else if constexpr (std::is_same_v<To, float2>) {
-      return float2(x);  // fp8 pairs: operator float2
+      return static_cast<float2>(x);  // fp8 pairs: operator float2
     } else if constexpr (is_fp8<ToE>) {
       float2 f = convert<float2>(x);
       return To(f);
@@ -170,13 +170,13 @@ template <class P>
 TILEKIT_HOST_DEVICE TILEKIT_INLINE element_t<P> low(P p) {
   if constexpr (std::is_same_v<P, float2>) return p.x;
   else if constexpr (is_16bit_float<element_t<P>>) return p.x;
-  else return convert<element_t<P>>(float2(p).x);
+  else return convert<element_t<P>>(static_cast<float2>(p).x);
 }
 template <class P>
 TILEKIT_HOST_DEVICE TILEKIT_INLINE element_t<P> high(P p) {
   if constexpr (std::is_same_v<P, float2>) return p.y;
   else if constexpr (is_16bit_float<element_t<P>>) return p.y;
-  else return convert<element_t<P>>(float2(p).y);
+  else return convert<element_t<P>>(static_cast<float2>(p).y);
 }
 
 // Raw bit views used by the fragment code (a packed 16-bit pair is one 32-bit register).
