@@ -63,14 +63,14 @@ __global__ void __launch_bounds__(config::threads, 1)
   }
   __syncthreads();
 
-  static_scheduler tiles(m_tiles * n_tiles);
+  const static_scheduler tiles{m_tiles * n_tiles};
   stage_ring<config::stages> ring;
 
   if (warpgroupid() == 0) {  // ---------------- producer ----------------
     decrease_registers<config::producer_registers>();
     if (threadIdx.x != 0) return;
-    for (int t = tiles.first(); t < tiles.total(); t = tiles.next(t)) {
-      const tile_index2d tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
+    for (int t : tiles) {
+      const tile_position tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
       for (int kt = 0; kt < k_tiles; ++kt, ring.advance()) {
         mbarrier& full = producer_acquire(ring, s.barriers);
         full.arrive_expect_tx(transaction_bytes<a_tile, a_tile, b_tile>);
@@ -85,14 +85,16 @@ __global__ void __launch_bounds__(config::threads, 1)
     const int consumer = warpgroupid() - 1;
     const bool leader = threadIdx.x % warpgroup_threads == 0;
     accumulator acc;
-    for (int t = tiles.first(); t < tiles.total(); t = tiles.next(t)) {
-      const tile_index2d tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
+    for (int t : tiles) {
+      const tile_position tile = grouped_tile(t, m_tiles, n_tiles, config::group_rows);
       stage_ring<config::stages> in_flight = ring;  // the stage whose wgmma may still be running
+      // Zeroing once (instead of mm_ABt on the first step) keeps a single wgmma
+      // code path: two paths make ptxas insert warpgroup waits (C7519).
+      warp::zero(acc);
       for (int kt = 0; kt < k_tiles; ++kt) {
         consumer_wait(ring, s.barriers);
         warpgroup::mma_fence(acc);
-        if (kt == 0) warpgroup::mm_ABt(acc, s.a[ring.index][consumer], s.b[ring.index]);
-        else warpgroup::mma_ABt(acc, s.a[ring.index][consumer], s.b[ring.index]);
+        warpgroup::mma_ABt(acc, s.a[ring.index][consumer], s.b[ring.index]);
         warpgroup::mma_commit_group();
         warpgroup::mma_wait<1>();  // the previous batch is done: its stage can be refilled
         if (kt > 0) {
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(config::threads, 1)
         }
         ring.advance();
       }
-      warpgroup::mma_wait<0>();
+      warpgroup::mma_wait<0>(acc);
       if (leader) consumer_release(in_flight, s.barriers);
       // Epilogue: each warp writes its 16 rows (bf16, bounds-checked at the tensor edge).
       const int row0 = tile.row * config::block_m + consumer * 64 + warp_in_warpgroup() * 16;
