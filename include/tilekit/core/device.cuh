@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "tilekit/core/error.cuh"
@@ -25,10 +27,9 @@ struct device_info {
   bool is_hopper() const { return cc_major == 9 && cc_minor == 0; }
 };
 
-// Attributes of `ordinal` (or of the current device when ordinal < 0).
-inline device_info query_device(int ordinal = -1) {
+namespace detail {
+inline device_info read_device_info(int ordinal) {
   device_info d;
-  if (ordinal < 0) TILEKIT_CHECK_CUDA(cudaGetDevice(&ordinal));
   d.ordinal = ordinal;
   auto attr = [&](cudaDeviceAttr a) {
     int v = 0;
@@ -46,6 +47,20 @@ inline device_info query_device(int ordinal = -1) {
   TILEKIT_CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal));
   d.name = prop.name;
   return d;
+}
+}  // namespace detail
+
+// Attributes of `ordinal` (or of the current device when ordinal < 0). Read once per
+// device and cached: cudaGetDeviceProperties costs far more than a kernel launch, and host
+// APIs call this on every launch.
+inline device_info query_device(int ordinal = -1) {
+  if (ordinal < 0) TILEKIT_CHECK_CUDA(cudaGetDevice(&ordinal));
+  static std::mutex mutex;
+  static std::map<int, device_info> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(ordinal);
+  if (it == cache.end()) it = cache.emplace(ordinal, detail::read_device_info(ordinal)).first;
+  return it->second;
 }
 
 // Number of visible devices; 0 (not an exception) when there is no driver or GPU.

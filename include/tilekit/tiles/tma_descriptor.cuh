@@ -66,9 +66,17 @@ enum class tma_oob_fill : int {
   nan,   // a quiet NaN that FMA treats as zero ("NAN_REQUEST_ZERO_FMA"); float types only
 };
 
+// What the map will be used for. TMA stores clip at the tensor edge only to 16-byte
+// granularity along the contiguous dimension: on an H200 a store whose row ends inside a
+// 16-byte chunk (e.g. 77 bf16 columns) wrote the whole chunk, i.e. 3 elements past the end
+// of every row (tests/gpu/test_tma.cu, 2026-11-29). Loads clip exactly. So a map used for
+// stores must have rows that end on a 16-byte boundary, which make_tma_map checks.
+enum class tma_access : int { load, load_and_store };
+
 struct tma_options {
   tma_l2_promotion l2_promotion = tma_l2_promotion::bytes_128;
   tma_oob_fill oob_fill = tma_oob_fill::zero;
+  tma_access access = tma_access::load;
 };
 
 // A TMA descriptor for moving ST tiles. The tile type is part of the descriptor's type, so
@@ -168,6 +176,10 @@ tma_encode_parameters tma_parameters(const gl<T>& g, const tma_options& options 
                     g.strides[3]);
 
   constexpr int64_t element_bytes = int64_t(sizeof(T));
+  TILEKIT_CHECK_ARG(options.access == tma_access::load || (g.shape[3] * element_bytes) % tma_stride_alignment == 0,
+                    "tma map for stores: rows of ", g.shape[3], " elements (", g.shape[3] * element_bytes,
+                    " bytes) do not end on a 16-byte boundary, and TMA stores would overwrite the rest of the "
+                    "last 16-byte chunk of every row; store such tensors with warp::store / group::store");
   tma_encode_parameters p{};
   p.data_type = detail::tma_data_type<T>();
   p.rank = tma_rank;

@@ -46,8 +46,10 @@ namespace tilekit {
 
 // Bytes that TMA delivers when it loads one of each of Tiles (shared tiles / vectors): the
 // argument of arrive_expect_tx / expect_tx, so that kernels never write byte counts by hand.
+// It is each type's payload (Tile::bytes), not sizeof: an sv<float, 1000> is 4000 bytes of
+// data in a 4096-byte object (128-byte alignment), and expecting 4096 would never complete.
 template <class... Tiles>
-inline constexpr uint32_t transaction_bytes = (uint32_t(sizeof(Tiles)) + ... + 0u);
+inline constexpr uint32_t transaction_bytes = (uint32_t(Tiles::bytes) + ... + 0u);
 // Same quantity, spelled as what it is for the reader of a kernel.
 template <class... Tiles>
 inline constexpr uint32_t bytes_of = transaction_bytes<Tiles...>;
