@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (device tool) over a copy of this tree with a
+# pre-built build directory carried along. Usage: tools/device_run.sh <build-dir> [steps...]
+# steps: tests examples sanitize bench
+set -uo pipefail
+build=${1:-build-dev}; shift || true
+steps=${*:-tests examples}
+root=$PWD
+# The build directory holds absolute paths of the machine it was built on (/work/main).
+if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=$root/$build/carried-libs:${LD_LIBRARY_PATH:-}
+out=${OUT:-/tmp/out}; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+for step in $steps; do
+  case $step in
+    tests)
+      echo "== ctest (TILEKIT_REQUIRE_GPU=1)"
+      (cd /work/main/$build && TILEKIT_REQUIRE_GPU=1 ctest -j6 --timeout 300 --output-on-failure > "$out/ctest.log" 2>&1)
+      echo "ctest rc=$?"; grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest.log" | tail -40 ;;
+    examples)
+      for ex in /work/main/$build/examples/example_*; do echo "== $ex"; "$ex" 2>&1 | tail -15; echo "rc=$?"; done ;;
+    sanitize)
+      for t in ${SANITIZE_TESTS:-}; do
+        tool=${t%%:*}; bin=${t#*:}
+        echo "== compute-sanitizer --tool $tool $bin"
+        timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 /work/main/$build/tests/$bin > "$out/san_${tool}_$bin.log" 2>&1
+        echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/san_${tool}_$bin.log" | tail -4
+      done ;;
+    bench)
+      for b in ${BENCH_BINS:-}; do
+        echo "== $b"; /work/main/$build/bench/$b --benchmark_out="$out/$b.json" --benchmark_out_format=json ${BENCH_ARGS:-} 2>&1 | tail -40
+      done ;;
+  esac
+done
