@@ -21,11 +21,13 @@ for step in $steps; do
     examples)
       for ex in /work/main/$build/examples/example_*; do echo "== $ex"; "$ex" 2>&1 | tail -15; echo "rc=$?"; done ;;
     sanitize)
-      for t in ${SANITIZE_TESTS:-}; do
-        tool=${t%%:*}; bin=${t#*:}
-        echo "== compute-sanitizer --tool $tool $bin"
-        timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 /work/main/$build/tests/$bin > "$out/san_${tool}_$bin.log" 2>&1
-        echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/san_${tool}_$bin.log" | tail -4
+      # SANITIZE="tool:path/relative/to/build[:args] ..." e.g. "memcheck:tests/test_tma racecheck:examples/example_02_gemm:--quick"
+      for t in ${SANITIZE:-}; do
+        IFS=: read -r tool bin args <<< "$t"
+        name=$(basename "$bin")
+        echo "== compute-sanitizer --tool $tool $bin $args"
+        timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 9 /work/main/$build/$bin $args > "$out/san_${tool}_$name.log" 2>&1
+        echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|PASS|FAIL" "$out/san_${tool}_$name.log" | tail -3
       done ;;
     bench)
       for b in ${BENCH_BINS:-}; do
