@@ -214,3 +214,16 @@ TEST(RegisterVector, DistributionsMatchTileRowsAndColumns) {
   static_assert(row_vec<ColTile>::layout_kind == vec_layout::paired);
   static_assert(col_vec<ColTile>::layout_kind == vec_layout::grouped);
 }
+
+TEST(SharedTile, RowBlocksAliasTheParentRows) {
+  // A row block of a single-panel tile is a tile of its own with the same swizzle: element
+  // (r, c) of block i is element (i*SubRows + r, c) of the parent, byte for byte.
+  alignas(1024) static st<bf16, 128, 64> parent;
+  for (int i = 0; i < 2; ++i) {
+    auto& block = row_block<64>(parent, i);
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < 64; ++c) ASSERT_EQ(&block(r, c), &parent(i * 64 + r, c)) << i << " " << r << " " << c;
+  }
+  alignas(1024) static st<fp8e4m3, 256, 128> wide;
+  EXPECT_EQ(&row_block<128>(wide, 1)(5, 77), &wide(133, 77));
+}

@@ -255,8 +255,8 @@ TEST_F(Tma, StoreMapRejectsRowsNotEndingOnSixteenBytes) {
   // (observed on an H200), so a store map for this view is refused on the host.
   device_buffer<bf16> dst(size_t(100) * 88);
   const auto g = make_gl(dst.get(), {100, 77}, {88, 1});
-  EXPECT_NO_THROW(make_tma_map<st_bf<64, 32>>(g));
-  EXPECT_THROW(make_tma_map<st_bf<64, 32>>(g, {.access = tma_access::load_and_store}), invalid_argument);
+  EXPECT_NO_THROW((make_tma_map<st_bf<64, 32>>(g)));
+  EXPECT_THROW((make_tma_map<st_bf<64, 32>>(g, {.access = tma_access::load_and_store})), invalid_argument);
 }
 TEST_F(Tma, StoreBf16Swizzle32) { check_store<st_bf<64, 16>>(view_spec{{1, 2, 70, 40}, {0, 75 * 48, 48, 1}}); }
 TEST_F(Tma, StoreBf16NoSwizzle) { check_store<st_bf<64, 8>>(dense(2, 1, 65, 24)); }

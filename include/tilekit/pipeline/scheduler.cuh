@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "tilekit/core/util.cuh"
+#include "tilekit/ops/sync/cluster.cuh"
 #include "tilekit/ops/sync/named_barrier.cuh"
 
 namespace tilekit {
@@ -67,10 +68,15 @@ TILEKIT_HOST_DEVICE constexpr tile_position row_major_tile(int linear, int col_t
 // ---------------------------------------------------------------------------------------------
 struct static_scheduler {
   int total_tiles = 0;
+  // The unit that takes tiles: by default the CTA (worker = blockIdx.x, workers = gridDim.x);
+  // cluster_scheduler() makes it the cluster, so all CTAs of a cluster see the same tiles.
+  int worker = -1;
+  int workers = -1;
 
 #if defined(__CUDACC__)
-  TILEKIT_DEVICE int first() const { return int(blockIdx.x); }
-  TILEKIT_DEVICE int next(int tile) const { return tile + int(gridDim.x); }
+  TILEKIT_DEVICE int first() const { return worker >= 0 ? worker : int(blockIdx.x); }
+  TILEKIT_DEVICE int stride() const { return workers > 0 ? workers : int(gridDim.x); }
+  TILEKIT_DEVICE int next(int tile) const { return tile + stride(); }
 
   // Range-for support: for (int tile : scheduler) { ... }
   struct iterator {
@@ -84,10 +90,19 @@ struct static_scheduler {
     // Only compared against end(): "not done yet".
     TILEKIT_DEVICE bool operator!=(const iterator& end) const { return tile < end.tile; }
   };
-  TILEKIT_DEVICE iterator begin() const { return iterator{first(), int(gridDim.x)}; }
+  TILEKIT_DEVICE iterator begin() const { return iterator{first(), stride()}; }
   TILEKIT_DEVICE iterator end() const { return iterator{total_tiles, 0}; }
 #endif
 };
+
+#if defined(__CUDACC__)
+// Round-robin over clusters (x-dimension clusters of a 1-D grid): cluster c takes tiles
+// c, c + clusters, ...; every CTA of the cluster iterates the same sequence, and uses its
+// cluster::rank() to pick its part of the tile.
+TILEKIT_DEVICE TILEKIT_INLINE static_scheduler cluster_scheduler(int total_tiles) {
+  return static_scheduler{total_tiles, int(cluster::id_x()), int(cluster::count_x())};
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Dynamic scheduler over a global counter.

@@ -126,15 +126,17 @@ TILEKIT_DEVICE TILEKIT_INLINE void consumer_release(const stage_ring<Stages>& ri
 template <int Stages>
 TILEKIT_DEVICE TILEKIT_INLINE void consumer_release(const stage_ring<Stages>& ring, stage_barriers<Stages>& bars,
                                                     uint32_t producer_rank) {
-  bars.empty[ring.index].arrive_remote(producer_rank);
+  bars.empty[ring.index].signal_remote(producer_rank);
 }
 // Consumer in a cluster: release stage ring.index in every CTA whose bit is set in
 // `producer_mask` (bit i = cluster rank i).
 template <int Stages>
 TILEKIT_DEVICE TILEKIT_INLINE void consumer_release_cluster(const stage_ring<Stages>& ring,
                                                             stage_barriers<Stages>& bars, uint32_t producer_mask) {
+  // A release only says "done reading" (the data flows the other way), so the arrive needs
+  // no cluster-scope ordering: mbarrier::signal_remote.
   for (uint32_t rank = 0; producer_mask != 0; ++rank, producer_mask >>= 1)
-    if (producer_mask & 1u) bars.empty[ring.index].arrive_remote(rank);
+    if (producer_mask & 1u) bars.empty[ring.index].signal_remote(rank);
 }
 
 // Producer, after its last stage: wait until consumers released every stage once more, so

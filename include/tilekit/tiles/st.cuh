@@ -102,6 +102,24 @@ struct st {
 #endif
 };
 
+// Rows [i*SubRows, (i+1)*SubRows) of a single-panel shared tile, as a tile of its own: the
+// rows of one panel are contiguous and every SubRows-row block starts on the swizzle
+// repeat, so the block is itself a valid st (for TMA boxes and wgmma operands, e.g. one
+// consumer warpgroup's 64 rows of a 128-row A tile, or half of a multicast B tile).
+template <int SubRows, class T, int Rows, int Cols>
+TILEKIT_HOST_DEVICE st<T, SubRows, Cols>& row_block(st<T, Rows, Cols>& tile, int i) {
+  using block = st<T, SubRows, Cols>;
+  static_assert(st<T, Rows, Cols>::panels == 1, "row_block needs a single-panel tile (rows <= swizzle width)");
+  static_assert(Rows % SubRows == 0, "SubRows must divide the tile's rows");
+  static_assert((SubRows * st<T, Rows, Cols>::row_bytes) % block::alignment == 0,
+                "row blocks must start on the swizzle repeat (SubRows a multiple of 8)");
+  return *reinterpret_cast<block*>(reinterpret_cast<char*>(tile.data) + size_t(i) * SubRows * block::row_bytes);
+}
+template <int SubRows, class T, int Rows, int Cols>
+TILEKIT_HOST_DEVICE const st<T, SubRows, Cols>& row_block(const st<T, Rows, Cols>& tile, int i) {
+  return row_block<SubRows>(const_cast<st<T, Rows, Cols>&>(tile), i);
+}
+
 template <class T>
 inline constexpr bool is_st = false;
 template <class T, int R, int C>

@@ -158,6 +158,17 @@ struct alignas(8) mbarrier {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
   }
 
+  // Arrive on the peer's barrier as a pure signal: release semantics only at CTA scope, so
+  // this thread's earlier memory accesses are NOT made visible to the peer. Right for "I
+  // am done reading this stage" (a pipeline consumer after wgmma.wait_group), where the
+  // cluster-scope release of arrive_remote would be a costly fence in every main-loop
+  // iteration (the 02_gemm main loop ran at 60% of its speed with it, H200 2026-11-29).
+  // Use arrive_remote when the peer must see data this thread wrote.
+  TILEKIT_DEVICE TILEKIT_INLINE void signal_remote(uint32_t cta_rank) const {
+    const uint32_t remote = cluster::map_shared(address(), cta_rank);
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  }
+
   // Retire the barrier so its 8 bytes may be reused (or re-initialised).
   TILEKIT_DEVICE TILEKIT_INLINE void invalidate() {
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(address()) : "memory");
