@@ -230,62 +230,40 @@ struct group {
 
 // Scope spellings of the cooperative copies: warp:: is group<32>, warpgroup::
 // is group<128>. (The warpgroup namespace also holds the wgmma operations,
-// defined in ops/warpgroup/.)
-namespace warp {
-template <class T, int Rows, int Cols, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load_async(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {
-  tilekit::group<warp_threads>::load_async(dst, src, origin);
-}
-template <class T, int Rows, int Cols, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {
-  tilekit::group<warp_threads>::load(dst, src, origin);
-}
-template <class U, class T, int Rows, int Cols>
-TILEKIT_DEVICE TILEKIT_INLINE void store(const gl<U>& dst, const st<T, Rows, Cols>& src, coord origin) {
-  tilekit::group<warp_threads>::store(dst, src, origin);
-}
-template <class T, int N, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load(sv<T, N>& dst, const U* src, int n) {
-  tilekit::group<warp_threads>::load(dst, src, n);
-}
-template <class U, class T, int N>
-TILEKIT_DEVICE TILEKIT_INLINE void store(U* dst, const sv<T, N>& src, int n) {
-  tilekit::group<warp_threads>::store(dst, src, n);
-}
-TILEKIT_DEVICE TILEKIT_INLINE void async_commit() { tilekit::group<warp_threads>::async_commit(); }
-template <int Pending = 0>
-TILEKIT_DEVICE TILEKIT_INLINE void async_wait() {
-  tilekit::group<warp_threads>::template async_wait<Pending>();
-}
-}  // namespace warp
+// defined in ops/warpgroup/.) One macro stamps out the same forwarding set for
+// both scopes, so the two spellings cannot drift apart.
+#define TILEKIT_GROUP_COPY_SPELLINGS(SCOPE, THREADS)                                                          \
+  namespace SCOPE {                                                                                        \
+  template <class T, int Rows, int Cols, class U>                                                          \
+  TILEKIT_DEVICE TILEKIT_INLINE void load_async(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {   \
+    tilekit::group<THREADS>::load_async(dst, src, origin);                                                 \
+  }                                                                                                        \
+  template <class T, int Rows, int Cols, class U>                                                          \
+  TILEKIT_DEVICE TILEKIT_INLINE void load(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {         \
+    tilekit::group<THREADS>::load(dst, src, origin);                                                       \
+  }                                                                                                        \
+  template <class U, class T, int Rows, int Cols>                                                          \
+  TILEKIT_DEVICE TILEKIT_INLINE void store(const gl<U>& dst, const st<T, Rows, Cols>& src, coord origin) {  \
+    tilekit::group<THREADS>::store(dst, src, origin);                                                      \
+  }                                                                                                        \
+  template <class T, int N, class U>                                                                       \
+  TILEKIT_DEVICE TILEKIT_INLINE void load(sv<T, N>& dst, const U* src, int n) {                            \
+    tilekit::group<THREADS>::load(dst, src, n);                                                            \
+  }                                                                                                        \
+  template <class U, class T, int N>                                                                       \
+  TILEKIT_DEVICE TILEKIT_INLINE void store(U* dst, const sv<T, N>& src, int n) {                           \
+    tilekit::group<THREADS>::store(dst, src, n);                                                           \
+  }                                                                                                        \
+  TILEKIT_DEVICE TILEKIT_INLINE void async_commit() { tilekit::group<THREADS>::async_commit(); }           \
+  template <int Pending = 0>                                                                               \
+  TILEKIT_DEVICE TILEKIT_INLINE void async_wait() {                                                        \
+    tilekit::group<THREADS>::template async_wait<Pending>();                                               \
+  }                                                                                                        \
+  }
 
-namespace warpgroup {
-template <class T, int Rows, int Cols, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load_async(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {
-  tilekit::group<warpgroup_threads>::load_async(dst, src, origin);
-}
-template <class T, int Rows, int Cols, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load(st<T, Rows, Cols>& dst, const gl<U>& src, coord origin) {
-  tilekit::group<warpgroup_threads>::load(dst, src, origin);
-}
-template <class U, class T, int Rows, int Cols>
-TILEKIT_DEVICE TILEKIT_INLINE void store(const gl<U>& dst, const st<T, Rows, Cols>& src, coord origin) {
-  tilekit::group<warpgroup_threads>::store(dst, src, origin);
-}
-template <class T, int N, class U>
-TILEKIT_DEVICE TILEKIT_INLINE void load(sv<T, N>& dst, const U* src, int n) {
-  tilekit::group<warpgroup_threads>::load(dst, src, n);
-}
-template <class U, class T, int N>
-TILEKIT_DEVICE TILEKIT_INLINE void store(U* dst, const sv<T, N>& src, int n) {
-  tilekit::group<warpgroup_threads>::store(dst, src, n);
-}
-TILEKIT_DEVICE TILEKIT_INLINE void async_commit() { tilekit::group<warpgroup_threads>::async_commit(); }
-template <int Pending = 0>
-TILEKIT_DEVICE TILEKIT_INLINE void async_wait() {
-  tilekit::group<warpgroup_threads>::template async_wait<Pending>();
-}
-}  // namespace warpgroup
+TILEKIT_GROUP_COPY_SPELLINGS(warp, warp_threads)
+TILEKIT_GROUP_COPY_SPELLINGS(warpgroup, warpgroup_threads)
+#undef TILEKIT_GROUP_COPY_SPELLINGS
 
 }  // namespace tilekit
 #endif  // __CUDACC__
