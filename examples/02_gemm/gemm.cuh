@@ -123,11 +123,10 @@ __global__ void __cluster_dims__(Cluster, 1, 1) __launch_bounds__(config::thread
       }
       warpgroup::mma_wait<0>(acc);
       if (leader) consumer_release_cluster(in_flight, s.barriers, whole_cluster);
-      // Epilogue: each warp writes its 16 rows (bf16, bounds-checked at the tensor edge;
-      // the second CTA of a pair past the last row tile writes nothing).
-      const int row0 = (pair.row * Cluster + rank) * config::block_m + consumer * 64 +
-                       warp_in_warpgroup() * 16;
-      warp::store(c, acc, {.r = row0, .c = pair.col * config::block_n});
+      // Epilogue: the warpgroup writes its 64 rows (bf16, bounds-checked at the tensor
+      // edge; the second CTA of a pair past the last row tile writes nothing).
+      const int row0 = (pair.row * Cluster + rank) * config::block_m + consumer * a_slice::rows;
+      warpgroup::store(c, acc, {.r = row0, .c = pair.col * config::block_n});
     }
   }
   // No CTA may exit while its peer can still multicast into it or arrive on its barriers.

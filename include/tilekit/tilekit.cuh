@@ -26,6 +26,7 @@
 #include "tilekit/ops/memory/tma.cuh"
 // ops: warpgroup wgmma
 #include "tilekit/ops/warpgroup/mma.cuh"
+#include "tilekit/ops/warpgroup/tile_io.cuh"
 // ops: synchronization
 #include "tilekit/ops/sync/cluster.cuh"
 #include "tilekit/ops/sync/mbarrier.cuh"
