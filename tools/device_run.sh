@@ -6,6 +6,9 @@ set -uo pipefail
 build=${1:-build-dev}; shift || true
 steps=${*:-tests examples}
 root=$PWD
+# A carried build may come as carry/build.tar.xz (object files stripped) to stay under the
+# transfer limit; unpack it where the build directory would be.
+if [ ! -d "$build" ] && [ -f carry/build.tar.xz ]; then mkdir -p "$build" && tar -C "$build" -xJf carry/build.tar.xz; fi
 # The build directory holds absolute paths of the machine it was built on (/work/main).
 if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
 export PATH=/usr/local/cuda/bin:$PATH
@@ -29,6 +32,10 @@ for step in $steps; do
         timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 9 /work/main/$build/$bin $args > "$out/san_${tool}_$name.log" 2>&1
         echo "rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|PASS|FAIL" "$out/san_${tool}_$name.log" | tail -3
       done ;;
+    python)
+      echo "== python binding"
+      TILEKIT_KERNELS_LIB=/work/main/$build/kernels/libtilekit_kernels.a bash python/run_gpu_checks.sh ${PYTHON_ARGS:-} > "$out/python.log" 2>&1
+      echo "python rc=$?"; tail -40 "$out/python.log" ;;
     bench)
       for b in ${BENCH_BINS:-}; do
         echo "== $b"; /work/main/$build/bench/$b --benchmark_out="$out/$b.json" --benchmark_out_format=json ${BENCH_ARGS:-} 2>&1 | tail -40

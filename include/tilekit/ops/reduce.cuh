@@ -1,0 +1,243 @@
+#pragma once
+// The reduction ladder of the memory-bound kernels (norms, softmax, cross-entropy):
+//
+//   thread  : the caller folds its registers into one value
+//   warp    : warp_reduce       butterfly of __shfl_xor_sync, every lane gets the result
+//   CTA     : block_reduce      one value per warp through shared memory, then a warp reduce
+//   cluster : cluster_reduce    one value per CTA through distributed shared memory (st.async
+//                               completing on each peer's mbarrier), every CTA combines all
+//
+// Every level returns the result to ALL threads (of the warp, CTA, cluster), and the result is
+// bitwise identical in all of them: the butterfly combines op(a, b) in one lane and op(b, a) in
+// its partner, which is the same float for commutative ops, and the cluster level combines the
+// CTA partials in rank order in every CTA. Kernels rely on this (every CTA of a cluster must
+// normalize its slice of a row with the same rstd).
+//
+// Values. The reduced type T is float, or any trivially copyable struct of 4-byte words (at
+// most 16 bytes for the cluster level, which moves it with one st.async), e.g. max_sum below.
+// Ops are functors `T operator()(T, T) const` with `static T identity()`: the value that
+// changes nothing (0 for a sum, -inf for a max); kernels fill out-of-range registers with it.
+//
+//   __shared__ block_reduce_scratch<256> red;
+//   float sum_sq = ...;                                          // this thread's part
+//   sum_sq = block_reduce<256>(sum_sq, sum_op{}, red.values);    // whole-CTA sum, all threads
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "tilekit/core/math.cuh"
+#include "tilekit/core/util.cuh"
+#include "tilekit/ops/sync/cluster.cuh"
+#include "tilekit/ops/sync/mbarrier.cuh"
+
+namespace tilekit {
+
+// ---------------------------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------------------------
+struct sum_op {
+  TILEKIT_HOST_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return a + b; }
+  TILEKIT_HOST_DEVICE static constexpr float identity() { return 0.0f; }
+};
+
+struct max_op {
+  TILEKIT_HOST_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return a > b ? a : b; }
+  TILEKIT_HOST_DEVICE static constexpr float identity() { return -infinity; }
+};
+
+// A running maximum and the sum of exp(x - max) over the same elements: the state of an
+// online log-sum-exp (softmax, cross-entropy) that needs ONE reduction instead of a max then a
+// sum. log-sum-exp = max + log(sum). Combining rescales the smaller side's sum:
+//   (m1, s1) + (m2, s2) = (m, s1 * exp(m1 - m) + s2 * exp(m2 - m)),  m = max(m1, m2).
+// An empty side is (-inf, 0); two empty sides stay (-inf, 0) instead of producing NaN from
+// exp(-inf - -inf).
+struct max_sum {
+  float max;
+  float sum;
+};
+
+struct max_sum_op {
+  TILEKIT_HOST_DEVICE static constexpr max_sum identity() { return {-infinity, 0.0f}; }
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE TILEKIT_INLINE max_sum operator()(max_sum a, max_sum b) const {
+    const float m = fmaxf(a.max, b.max);
+    if (m == -infinity) return identity();
+    // exp2 with the log2(e) scale folded into the difference: one FMUL + MUFU.EX2 per side.
+    return {m, a.sum * exp2_fast((a.max - m) * log2e) + b.sum * exp2_fast((b.max - m) * log2e)};
+  }
+#endif
+};
+
+// Shared memory that block_reduce<Threads> needs: one value per warp.
+template <int Threads, class T = float>
+struct block_reduce_scratch {
+  static_assert(Threads % warp_threads == 0 && Threads / warp_threads >= 1 &&
+                    Threads / warp_threads <= warp_threads,
+                "block_reduce needs a whole number of warps, 1..32 of them (Threads = 32, 64, ..., 1024)");
+  static constexpr int warps = Threads / warp_threads;
+  T values[warps];
+};
+
+// Largest cluster the cluster level supports (non-portable maximum on sm_90, HOPPER_NOTES 7.1).
+inline constexpr int max_cluster_ctas = 16;
+
+#if defined(__CUDACC__)
+
+namespace detail {
+// __shfl_xor_sync for float or a struct of 4-byte words, one shuffle per word.
+template <class T>
+TILEKIT_DEVICE TILEKIT_INLINE T shuffle_xor(T value, int lane_mask) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % sizeof(uint32_t) == 0,
+                "reductions shuffle 4-byte words: make the reduced type a struct of floats/ints");
+  if constexpr (std::is_same_v<T, float>) {
+    return __shfl_xor_sync(0xffffffffu, value, lane_mask);
+  } else {
+    constexpr int words = sizeof(T) / sizeof(uint32_t);
+    uint32_t w[words];
+    memcpy(w, &value, sizeof(T));
+#pragma unroll
+    for (int i = 0; i < words; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], lane_mask);
+    memcpy(&value, w, sizeof(T));
+    return value;
+  }
+}
+}  // namespace detail
+
+// Butterfly reduction over the 32 lanes of a warp; every lane gets the (identical) result.
+// All 32 lanes must call it.
+template <class T, class Op>
+TILEKIT_DEVICE TILEKIT_INLINE T warp_reduce(T value, Op op) {
+#pragma unroll
+  for (int lane_mask = warp_threads / 2; lane_mask > 0; lane_mask /= 2)
+    value = op(value, detail::shuffle_xor(value, lane_mask));
+  return value;
+}
+
+namespace detail {
+// block_reduce with a hook that every thread runs between the two CTA barriers, i.e. at a point
+// where all threads have entered this reduction and none has left it (cluster_reduce uses it
+// to advance its round counter without a race).
+template <int Threads, class T, class Op, class Between>
+TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Between between) {
+  static_assert(Threads % warp_threads == 0 && Threads <= warp_threads * warp_threads,
+                "block_reduce needs a whole number of warps, 1..32 of them (Threads = 32, 64, ..., 1024)");
+  constexpr int warps = Threads / warp_threads;
+  value = warp_reduce(value, op);
+  if constexpr (warps == 1) {
+    between();
+    return value;
+  } else {
+    if (laneid() == 0) scratch[warpid()] = value;
+    __syncthreads();
+    between();
+    // Every warp reduces the per-warp partials itself (one shared load + 5 shuffles), so no
+    // broadcast step and no third barrier are needed.
+    value = laneid() < warps ? scratch[laneid()] : Op::identity();
+    value = warp_reduce(value, op);
+    // Nobody may overwrite `scratch` (a second reduction) before every warp has read it.
+    __syncthreads();
+    return value;
+  }
+}
+struct no_hook {
+  TILEKIT_DEVICE TILEKIT_INLINE void operator()() const {}
+};
+}  // namespace detail
+
+// Reduce one value per thread over the CTA; every thread gets the (identical) result.
+// Threads = blockDim.x (all of them must call it), scratch = block_reduce_scratch<Threads,
+// T>::values in shared memory. Safe to call back to back with the same scratch: the second
+// call cannot overwrite partials the first is still reading (it ends with a CTA barrier).
+template <int Threads, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
+  return detail::block_reduce_with<Threads>(value, op, scratch, detail::no_hook{});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster level
+// ---------------------------------------------------------------------------------------------
+// Shared memory of cluster_reduce<Threads, T>. Each call:
+//   1. block_reduce -> this CTA's partial (all threads);
+//   2. thread 0 writes it into its own slot and arms this round's mbarrier for the
+//      (size - 1) partials the peers will send; threads 1..size-1 of warp 0 each send the
+//      partial to one peer with st.async, which lands in that peer's slot[my rank] and credits
+//      the peer's mbarrier (data and completion travel together; nobody waits on a sender);
+//   3. every thread waits for the mbarrier, then combines slot[0..size) in rank order.
+// Two sets of slots + mbarriers alternate between calls: a fast peer may already send the
+// partial of call n+1 while this CTA still reads the slots of call n, but it cannot send call
+// n+2's before this CTA has sent its own n+1 partial, i.e. before every thread here finished
+// reading call n (the next call's block_reduce barrier orders that). One set would let call
+// n+1's bytes complete call n's barrier early.
+//
+// Initialisation (once per kernel, before the first call):
+//     if (threadIdx.x == 0) scratch.init();
+//     init_barriers_fence();
+//     cluster::sync();          // peers may send into this CTA only after its barriers exist
+// (cluster_reduce_init(scratch) does exactly this, called by all threads.)
+// Exit: end the kernel with cluster::sync() (cluster.cuh exit rule): a CTA that finished its
+// last reduction may still have st.async stores in flight towards slower peers.
+template <int Threads, class T = float>
+struct cluster_reduce_scratch {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                "cluster_reduce moves each partial with one st.async of 4, 8 or 16 bytes");
+  static constexpr int buffers = 2;
+  block_reduce_scratch<Threads, T> block;
+  T slots[buffers][max_cluster_ctas];
+  mbarrier arrived[buffers];
+  // Number of completed calls; buffer = round % 2, mbarrier parity = (round / 2) % 2. Read by
+  // every thread at the start of a call, advanced by thread 0 between the block_reduce barriers
+  // (all threads have read it by then, and the next call reads it after that call's barriers).
+  uint32_t round;
+
+  // Thread 0 only; see the initialisation protocol above.
+  TILEKIT_DEVICE TILEKIT_INLINE void init() {
+#pragma unroll
+    for (int b = 0; b < buffers; ++b) arrived[b].init(1);  // thread 0's arrive_expect_tx
+    round = 0;
+  }
+};
+
+// All threads of all CTAs of the cluster: initialise `scratch` and make it visible to the peers.
+template <int Threads, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Threads, T>& scratch) {
+  if (threadIdx.x == 0) scratch.init();
+  init_barriers_fence();
+  cluster::sync();
+}
+
+// Reduce one value per thread over every thread of every CTA in the cluster; all of them get
+// the (bitwise identical) result. Every thread of every CTA must call it, the same number of
+// times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
+template <int Threads, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
+  const uint32_t round = scratch.round;
+  const uint32_t buffer = round % cluster_reduce_scratch<Threads, T>::buffers;
+  const uint32_t parity = (round / cluster_reduce_scratch<Threads, T>::buffers) % 2;
+  const T partial = detail::block_reduce_with<Threads>(value, op, scratch.block.values, [&] {
+    if (threadIdx.x == 0) scratch.round = round + 1;
+  });
+
+  const uint32_t ctas = cluster::size();
+  const uint32_t my_rank = cluster::rank();
+  T* slots = scratch.slots[buffer];
+  mbarrier& arrived = scratch.arrived[buffer];
+  if (threadIdx.x == 0) {
+    slots[my_rank] = partial;
+    // Release (CTA scope) of the slot write above to the threads that wait below.
+    arrived.arrive_expect_tx(static_cast<uint32_t>((ctas - 1) * sizeof(T)));
+  } else if (threadIdx.x < ctas) {
+    // Thread t sends to the peer of rank (my_rank + t) % ctas: every peer but me, once.
+    const uint32_t peer = (my_rank + threadIdx.x) % ctas;
+    cluster::store_remote_async(cluster::map_shared(&slots[my_rank], peer), partial,
+                                cluster::map_shared(&arrived, peer));
+  }
+  arrived.wait(parity);
+  T result = slots[0];
+  for (uint32_t r = 1; r < ctas; ++r) result = op(result, slots[r]);
+  return result;
+}
+
+#endif  // __CUDACC__
+
+}  // namespace tilekit

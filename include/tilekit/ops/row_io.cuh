@@ -1,0 +1,199 @@
+#pragma once
+// Row chunk <-> registers: the global-memory side of the memory-bound kernels.
+//
+// A group of `Threads` threads (a warp, a CTA, or one CTA's share of a cluster) holds a chunk of
+// one row in registers, as floats, between a reduction and the output pass. row_layout fixes
+// which columns each thread owns: the chunk is cut into groups of GroupElements consecutive
+// columns (one 16-byte vector of the narrowest dtype involved, e.g. 8 for bf16), dealt out
+// round-robin so that each warp-wide access is contiguous (coalesced):
+//
+//   Threads = 4, GroupElements = 8, Groups = 2        (columns of the chunk)
+//     thread 0: registers 0..7  = cols   0..7,   registers 8..15 = cols 32..39
+//     thread 1: registers 0..7  = cols   8..15,  registers 8..15 = cols 40..47
+//     thread 2: registers 0..7  = cols  16..23,  ...
+//     thread 3: registers 0..7  = cols  24..31,  registers 8..15 = cols 56..63
+//   column(thread, j) = ((j / GroupElements) * Threads + thread) * GroupElements + j % GroupElements
+//
+// The layout depends only on column indices, never on the dtype or the alignment of the row, so
+// x, the weight (bf16 or fp32), the output and the gradient of one row all land in the same
+// registers: a group of 8 bf16 is one 16-byte access, of 8 fp32 two 16-byte accesses.
+//
+// Tails and alignment. `cols` is the number of valid columns of the chunk (any value; <= 0
+// means none). A group that lies entirely inside [0, cols) moves with vector accesses; a group
+// cut by `cols` moves element by element; registers beyond `cols` are set to `fill` on loads
+// (the identity of the reduction that follows, e.g. 0 for a sum) and are never stored. A row
+// pointer that is not aligned to the vector access (strided rows whose stride is not a multiple
+// of the vector width, or views at an odd column offset) takes the element-by-element path for
+// the whole row, with the same register layout, so results do not depend on alignment.
+//
+//   using layout = row_layout<256, 4, vector_elements<bf16>>;     // 256 threads x 32 values
+//   float x[layout::elements];
+//   load_row<layout>(x, x_row, cols, threadIdx.x);                 // bf16 -> float, 0-filled
+//   ...
+//   store_row<layout>(y_row, x, cols, threadIdx.x);                // float -> bf16, rounded
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "tilekit/core/dtypes.cuh"
+#include "tilekit/core/util.cuh"
+
+namespace tilekit {
+
+// Widest single global access (LDG.128 / STG.128).
+inline constexpr int max_access_bytes = 16;
+
+// Elements of T in one 16-byte vector: the natural GroupElements for rows of T.
+template <class T>
+inline constexpr int vector_elements = max_access_bytes / int(sizeof(T));
+
+template <int Threads, int Groups, int GroupElements>
+struct row_layout {
+  static_assert(Threads >= 1 && Groups >= 1, "row_layout needs at least one thread and one group per thread");
+  static_assert(is_pow2(GroupElements) && GroupElements <= max_access_bytes,
+                "GroupElements must be a power of two (use vector_elements<T> of the narrowest row dtype)");
+  static constexpr int threads = Threads;
+  static constexpr int groups = Groups;                   // groups per thread
+  static constexpr int group_elements = GroupElements;    // consecutive columns per group
+  static constexpr int elements = Groups * GroupElements;  // registers per thread
+  static constexpr int columns = Threads * elements;       // columns the whole layout covers
+
+  // Column (in the chunk) of register j of `thread`.
+  TILEKIT_HOST_DEVICE static constexpr int column(int thread, int j) {
+    return ((j / GroupElements) * Threads + thread) * GroupElements + j % GroupElements;
+  }
+  // First column of group g of `thread`.
+  TILEKIT_HOST_DEVICE static constexpr int group_column(int thread, int g) {
+    return (g * Threads + thread) * GroupElements;
+  }
+};
+
+// Cache behaviour of the accesses. normal: default caching (data that other rows reuse, e.g.
+// the weight). streaming: ld.global.cs / st.global.cs, evict-first, for data touched exactly
+// once, so it does not push reused data out of L2.
+enum class cache_policy { normal, streaming };
+
+#if defined(__CUDACC__)
+
+namespace detail {
+template <int Bytes>
+struct access_word;
+template <> struct access_word<2> { using type = unsigned short; };
+template <> struct access_word<4> { using type = unsigned int; };
+template <> struct access_word<8> { using type = uint2; };
+template <> struct access_word<16> { using type = uint4; };
+
+template <cache_policy Policy, class W>
+TILEKIT_DEVICE TILEKIT_INLINE W load_word(const W* address) {
+  if constexpr (Policy == cache_policy::streaming) return __ldcs(address);
+  else return *address;
+}
+template <cache_policy Policy, class W>
+TILEKIT_DEVICE TILEKIT_INLINE void store_word(W* address, W value) {
+  if constexpr (Policy == cache_policy::streaming) __stcs(address, value);
+  else *address = value;
+}
+
+// How a group of GroupElements values of T moves: `accesses` accesses of `bytes` each.
+template <class T, int GroupElements>
+struct group_access {
+  static constexpr int group_bytes = GroupElements * int(sizeof(T));
+  static constexpr int bytes = group_bytes < max_access_bytes ? group_bytes : max_access_bytes;
+  static constexpr int elements = bytes / int(sizeof(T));  // elements per access
+  static constexpr int accesses = group_bytes / bytes;
+  using word = typename access_word<bytes>::type;
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "row_io moves 16- or 32-bit elements (bf16, fp16, fp32)");
+};
+
+template <class T>
+TILEKIT_DEVICE TILEKIT_INLINE bool is_aligned(const T* p, int bytes) {
+  return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
+}
+}  // namespace detail
+
+// Load the thread's registers of a row chunk (see the layout above), converting T -> float.
+// `row` = first column of the chunk; registers of columns >= cols get `fill`.
+template <class Layout, cache_policy Policy = cache_policy::normal, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row(float (&dst)[Layout::elements], const T* row, int cols, int thread,
+                                            float fill = 0.0f) {
+  using access = detail::group_access<T, Layout::group_elements>;
+  using word = typename access::word;
+  if (detail::is_aligned(row, access::bytes)) {
+#pragma unroll
+    for (int g = 0; g < Layout::groups; ++g) {
+      const int c0 = Layout::group_column(thread, g);
+      float* out = dst + g * Layout::group_elements;
+      if (c0 + Layout::group_elements <= cols) {
+#pragma unroll
+        for (int a = 0; a < access::accesses; ++a) {
+          const word w = detail::load_word<Policy>(reinterpret_cast<const word*>(row + c0) + a);
+          T e[access::elements];
+          memcpy(e, &w, sizeof(w));
+#pragma unroll
+          for (int i = 0; i < access::elements; ++i) out[a * access::elements + i] = convert<float>(e[i]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < Layout::group_elements; ++i)
+          out[i] = c0 + i < cols ? convert<float>(detail::load_word<Policy>(row + c0 + i)) : fill;
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j) {
+      const int c = Layout::column(thread, j);
+      dst[j] = c < cols ? convert<float>(detail::load_word<Policy>(row + c)) : fill;
+    }
+  }
+}
+
+// Store the thread's registers of a row chunk, converting float -> T (round to nearest even).
+// Columns >= cols are not written.
+template <class Layout, cache_policy Policy = cache_policy::normal, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::elements], int cols, int thread) {
+  using access = detail::group_access<T, Layout::group_elements>;
+  using word = typename access::word;
+  if (detail::is_aligned(row, access::bytes)) {
+#pragma unroll
+    for (int g = 0; g < Layout::groups; ++g) {
+      const int c0 = Layout::group_column(thread, g);
+      const float* in = src + g * Layout::group_elements;
+      if (c0 + Layout::group_elements <= cols) {
+#pragma unroll
+        for (int a = 0; a < access::accesses; ++a) {
+          T e[access::elements];
+          if constexpr (is_16bit_float<T> && access::elements % 2 == 0) {
+            // Pairs convert with one cvt.rn.{bf16x2,f16x2}.f32 each.
+#pragma unroll
+            for (int i = 0; i < access::elements; i += 2) {
+              const packed_t<T> p = convert<packed_t<T>>(
+                  make_float2(in[a * access::elements + i], in[a * access::elements + i + 1]));
+              memcpy(&e[i], &p, sizeof(p));
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < access::elements; ++i) e[i] = convert<T>(in[a * access::elements + i]);
+          }
+          word w;
+          memcpy(&w, e, sizeof(w));
+          detail::store_word<Policy>(reinterpret_cast<word*>(row + c0) + a, w);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < Layout::group_elements; ++i)
+          if (c0 + i < cols) detail::store_word<Policy>(row + c0 + i, convert<T>(in[i]));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j) {
+      const int c = Layout::column(thread, j);
+      if (c < cols) detail::store_word<Policy>(row + c, convert<T>(src[j]));
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace tilekit

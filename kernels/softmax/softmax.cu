@@ -1,0 +1,184 @@
+// Softmax forward and backward along the last dimension (see softmax.h for the contract and
+// row_schedule.cuh for how rows map onto warps, CTAs and clusters).
+//
+// Forward, per row, one read of x and one write of y:
+//   1. load this thread's columns into registers (padding = -inf, which exp maps to 0);
+//   2. m = max of my columns; e_j = exp(x_j - m) in place; s = sum e_j;
+//   3. one reduction of the pair (m, s) with the online-softmax combine (max_sum_op):
+//      (M, S) = (row max, sum_j exp(x_j - M));
+//   4. y_j = e_j * exp(m - M) / S, stored.
+// Backward, per row, one read of y and dy and one write of dx:
+//   dot = sum_j y_j * dy_j (one sum reduction), dx_j = y_j * (dy_j - dot).
+#include "softmax/softmax.h"
+
+#include "softmax/arg_checks.h"
+#include "softmax/row_schedule.cuh"
+#include "tilekit/core/dtypes.cuh"
+#include "tilekit/core/math.cuh"
+#include "tilekit/ops/reduce.cuh"
+#include "tilekit/ops/row_io.cuh"
+
+namespace tilekit::kernels {
+
+namespace detail {
+namespace {
+
+struct softmax_forward_params {
+  void* y;
+  const void* x;
+  int64_t rows;
+  int cols;
+  int64_t x_row_stride;
+  int64_t y_row_stride;
+};
+
+struct softmax_backward_params {
+  void* dx;
+  const void* dy;
+  const void* y;
+  int64_t rows;
+  int cols;
+  int64_t dx_row_stride;
+  int64_t dy_row_stride;
+  int64_t y_row_stride;
+};
+
+template <int ConfigIndex, class T>
+__global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
+    softmax_forward_kernel(const softmax_forward_params p) {
+  using schedule = row_schedule<ConfigIndex, T>;
+  using layout = typename schedule::layout;
+  __shared__ typename schedule::template reduce_storage<max_sum> storage;
+  schedule::begin(storage);
+  const auto at = schedule::locate();
+  // Only a warp-per-row CTA can have rows past the end; its reduction involves no CTA barrier.
+  if (at.row < p.rows) {
+    const int chunk_cols = p.cols - at.chunk_start;
+    const T* x_row = static_cast<const T*>(p.x) + at.row * p.x_row_stride + at.chunk_start;
+    T* y_row = static_cast<T*>(p.y) + at.row * p.y_row_stride + at.chunk_start;
+
+    float values[layout::elements];
+    load_row<layout, cache_policy::streaming>(values, x_row, chunk_cols, at.thread, -infinity);
+    float my_max = -infinity;
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) my_max = fmaxf(my_max, values[j]);
+    float my_sum = 0.f;
+    if (my_max != -infinity) {
+#pragma unroll
+      for (int j = 0; j < layout::elements; ++j) {
+        values[j] = exp2_fast((values[j] - my_max) * log2e);
+        my_sum += values[j];
+      }
+    } else {
+      // No columns here, or only -inf ones (whose probability is 0): contribute (-inf, 0)
+      // rather than exp(-inf - -inf) = NaN.
+#pragma unroll
+      for (int j = 0; j < layout::elements; ++j) values[j] = 0.f;
+    }
+    const max_sum row = schedule::reduce(max_sum{my_max, my_sum}, max_sum_op{}, storage);
+    // exp(my_max - row max) rescales this thread's exponentials to the row maximum, as the
+    // reduction rescaled its sum (0 when this thread's values are all 0 already).
+    const float scale = exp2_fast((my_max - row.max) * log2e) / row.sum;
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) values[j] *= scale;
+    store_row<layout, cache_policy::streaming>(y_row, values, chunk_cols, at.thread);
+  }
+  schedule::end();
+}
+
+template <int ConfigIndex, class T>
+__global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
+    softmax_backward_kernel(const softmax_backward_params p) {
+  using schedule = row_schedule<ConfigIndex, T>;
+  using layout = typename schedule::layout;
+  __shared__ typename schedule::template reduce_storage<float> storage;
+  schedule::begin(storage);
+  const auto at = schedule::locate();
+  if (at.row < p.rows) {
+    const int chunk_cols = p.cols - at.chunk_start;
+    const T* y_row = static_cast<const T*>(p.y) + at.row * p.y_row_stride + at.chunk_start;
+    const T* dy_row = static_cast<const T*>(p.dy) + at.row * p.dy_row_stride + at.chunk_start;
+    T* dx_row = static_cast<T*>(p.dx) + at.row * p.dx_row_stride + at.chunk_start;
+
+    float y[layout::elements], dy[layout::elements];
+    load_row<layout, cache_policy::streaming>(y, y_row, chunk_cols, at.thread, 0.f);
+    load_row<layout, cache_policy::streaming>(dy, dy_row, chunk_cols, at.thread, 0.f);
+    float my_dot = 0.f;
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) my_dot = fmaf(y[j], dy[j], my_dot);
+    const float dot = schedule::reduce(my_dot, sum_op{}, storage);
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) y[j] *= dy[j] - dot;
+    store_row<layout, cache_policy::streaming>(dx_row, y, chunk_cols, at.thread);
+  }
+  schedule::end();
+}
+
+// Calls f.template operator()<T>() for the element type `type` (validated before).
+template <class F>
+void dispatch_type(dtype type, F&& f) {
+  switch (type) {
+    case dtype::bf16:
+      f.template operator()<bf16>();
+      break;
+    case dtype::fp16:
+      f.template operator()<fp16>();
+      break;
+    default:
+      f.template operator()<float>();
+      break;
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+void validate(const softmax_forward_args& a) {
+  detail::check_type(a.type, "type");
+  const int bytes = dtype_bytes(a.type);
+  detail::check_pointer(a.y, "y", bytes);
+  detail::check_pointer(a.x, "x", bytes);
+  detail::check_rows(a.rows);
+  detail::check_cols(a.cols, softmax_max_cols, "cols");
+  detail::check_row_stride(a.x_row_stride, a.rows, a.cols, "x_row_stride");
+  detail::check_row_stride(a.y_row_stride, a.rows, a.cols, "y_row_stride");
+  detail::check_alias(a.y, a.y_row_stride, a.x, a.x_row_stride, "y");
+}
+
+void validate(const softmax_backward_args& a) {
+  detail::check_type(a.type, "type");
+  const int bytes = dtype_bytes(a.type);
+  detail::check_pointer(a.dx, "dx", bytes);
+  detail::check_pointer(a.dy, "dy", bytes);
+  detail::check_pointer(a.y, "y", bytes);
+  detail::check_rows(a.rows);
+  detail::check_cols(a.cols, softmax_max_cols, "cols");
+  detail::check_row_stride(a.dx_row_stride, a.rows, a.cols, "dx_row_stride");
+  detail::check_row_stride(a.dy_row_stride, a.rows, a.cols, "dy_row_stride");
+  detail::check_row_stride(a.y_row_stride, a.rows, a.cols, "y_row_stride");
+  detail::check_alias(a.dx, a.dx_row_stride, a.dy, a.dy_row_stride, "dx");
+  detail::check_alias(a.dx, a.dx_row_stride, a.y, a.y_row_stride, "dx");
+}
+
+void softmax_forward(const softmax_forward_args& a, cudaStream_t stream) {
+  validate(a);
+  const detail::softmax_forward_params params{a.y, a.x, a.rows, int(a.cols), a.x_row_stride, a.y_row_stride};
+  detail::dispatch_type(a.type, [&]<class T>() {
+    detail::dispatch_row_config(detail::row_config_index(a.cols), [&]<int I>() {
+      detail::launch_rows<detail::row_schedule<I, T>>(detail::softmax_forward_kernel<I, T>, a.rows, stream, params);
+    });
+  });
+}
+
+void softmax_backward(const softmax_backward_args& a, cudaStream_t stream) {
+  validate(a);
+  const detail::softmax_backward_params params{
+      a.dx, a.dy, a.y, a.rows, int(a.cols), a.dx_row_stride, a.dy_row_stride, a.y_row_stride};
+  detail::dispatch_type(a.type, [&]<class T>() {
+    detail::dispatch_row_config(detail::row_config_index(a.cols), [&]<int I>() {
+      detail::launch_rows<detail::row_schedule<I, T>>(detail::softmax_backward_kernel<I, T>, a.rows, stream, params);
+    });
+  });
+}
+
+}  // namespace tilekit::kernels

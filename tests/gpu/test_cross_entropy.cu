@@ -1,0 +1,356 @@
+// GPU tests: cross-entropy forward (loss, lse, optional fused dlogits) and backward
+// (kernels/cross_entropy) against an fp64 CPU reference, plus a CPU-only finite-difference
+// check that the analytic gradient the reference (and the kernels) use is the derivative of
+// the loss, with label smoothing and z-loss.
+//
+// Tolerances (relative L2 error):
+//  * loss and lse are fp32 outputs computed in fp32 from the same rounded logits as the
+//    reference: 1e-5 (ex2.approx 2^-22, sums of up to 262144 terms, one logf).
+//  * dlogits are rounded to T: tolerance<T>() (bf16 1e-2, fp16 2e-3), at least 1e-5 for fp32.
+//    The label column (p - 1, magnitude ~1) dominates the L2 norm of a dlogits row while the
+//    other columns are ~1/V; a wrong probability term could hide under it, so the label
+//    entries and all other entries are compared separately.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "cross_entropy/cross_entropy.h"
+
+namespace {
+
+using namespace tilekit;
+using namespace tilekit::testing;
+namespace tk = tilekit::kernels;
+
+class CrossEntropy : public GpuTest {};
+
+constexpr int64_t ignore_index = tk::cross_entropy_default_ignore_index;
+constexpr double loss_tolerance = 1e-5;
+
+template <class T>
+double gradient_tolerance() {
+  return std::max(tolerance<T>(), 1e-5);
+}
+
+struct options {
+  float label_smoothing = 0.f;
+  float z_loss_weight = 0.f;
+  int64_t ignore_index = ::ignore_index;
+};
+
+// ---------------------------------------------------------------------------------------------
+// fp64 reference
+// ---------------------------------------------------------------------------------------------
+struct row_reference {
+  double lse = 0;
+  double loss = 0;
+};
+
+// Loss and lse of one row of `vocab` logits (fp64), label t (not ignored, in range).
+row_reference reference_row(const double* x, int64_t vocab, int64_t t, const options& o) {
+  double m = -INFINITY;
+  for (int64_t c = 0; c < vocab; ++c) m = std::max(m, x[c]);
+  double sum = 0, sum_x = 0;
+  for (int64_t c = 0; c < vocab; ++c) {
+    sum += std::exp(x[c] - m);
+    sum_x += x[c];
+  }
+  row_reference r;
+  r.lse = m + std::log(sum);
+  const double eps = o.label_smoothing;
+  r.loss = (1 - eps) * (r.lse - x[t]) + eps * (r.lse - sum_x / double(vocab)) + o.z_loss_weight * r.lse * r.lse;
+  return r;
+}
+
+// Analytic gradient of reference_row's loss: p_c (1 + 2 z lse) - (1 - eps) [c == t] - eps / V.
+void reference_gradient(const double* x, int64_t vocab, int64_t t, const options& o, double lse, double scale,
+                        double* dx) {
+  const double eps = o.label_smoothing;
+  for (int64_t c = 0; c < vocab; ++c) {
+    const double p = std::exp(x[c] - lse);
+    dx[c] = scale * (p * (1 + 2 * o.z_loss_weight * lse) - (c == t ? 1 - eps : 0) - eps / double(vocab));
+  }
+}
+
+// The finite-difference proof of the analytic formula, in fp64 on the CPU (no GPU needed).
+TEST(CrossEntropyReference, AnalyticGradientMatchesFiniteDifferences) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> dist(-3, 3);
+  const int64_t vocab = 37;
+  std::vector<double> x(vocab);
+  for (auto& v : x) v = dist(rng);
+  const options o{.label_smoothing = 0.15f, .z_loss_weight = 0.02f};
+  for (int64_t t : {int64_t(0), int64_t(17), vocab - 1}) {
+    const row_reference r = reference_row(x.data(), vocab, t, o);
+    std::vector<double> analytic(vocab);
+    reference_gradient(x.data(), vocab, t, o, r.lse, 1.0, analytic.data());
+    constexpr double step = 1e-6;
+    for (int64_t c = 0; c < vocab; ++c) {
+      std::vector<double> plus = x, minus = x;
+      plus[c] += step;
+      minus[c] -= step;
+      const double numeric =
+          (reference_row(plus.data(), vocab, t, o).loss - reference_row(minus.data(), vocab, t, o).loss) / (2 * step);
+      EXPECT_NEAR(analytic[c], numeric, 1e-7) << "label " << t << " column " << c;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test problems
+// ---------------------------------------------------------------------------------------------
+template <class T>
+struct problem {
+  int64_t rows, vocab, stride;
+  int64_t ignore_index;
+  std::vector<T> logits;  // [rows, stride], rounded to T
+  std::vector<int64_t> labels;
+  std::vector<float> grad_per_row;
+
+  // fp64 reference outputs
+  std::vector<double> loss, lse;
+  std::vector<double> dlogits;  // [rows, vocab] dense
+};
+
+// Labels: random, with row 0 -> class 0, row 1 -> class vocab - 1 (both ends of the
+// vocabulary), and every 5th row (from row 3) ignored.
+template <class T>
+problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options& o, float grad_scale,
+                        bool per_row_gradient, uint64_t seed) {
+  problem<T> p;
+  p.rows = rows;
+  p.vocab = vocab;
+  p.stride = vocab + pad;
+  p.ignore_index = o.ignore_index;
+  std::mt19937_64 rng(seed);
+  p.logits = random_vector<T>(size_t(rows * p.stride), rng, -4.f, 4.f);
+  std::uniform_int_distribution<int64_t> label_dist(0, vocab - 1);
+  p.labels.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    p.labels[size_t(r)] = r == 0 ? 0 : r == 1 ? vocab - 1 : (r % 5 == 3 ? o.ignore_index : label_dist(rng));
+  }
+  p.grad_per_row = random_vector<float>(size_t(rows), rng, 0.5f, 2.f);
+
+  p.loss.assign(size_t(rows), 0);
+  p.lse.assign(size_t(rows), 0);
+  p.dlogits.assign(size_t(rows * vocab), 0);
+  std::vector<double> x(static_cast<size_t>(vocab));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < vocab; ++c) x[size_t(c)] = to_double(p.logits[size_t(r * p.stride + c)]);
+    const int64_t t = p.labels[size_t(r)];
+    const bool ignored = t == o.ignore_index;
+    const row_reference ref = reference_row(x.data(), vocab, ignored ? 0 : t, o);
+    p.lse[size_t(r)] = ref.lse;
+    p.loss[size_t(r)] = ignored ? 0 : ref.loss;
+    const double scale = ignored ? 0 : grad_scale * (per_row_gradient ? double(p.grad_per_row[size_t(r)]) : 1.0);
+    reference_gradient(x.data(), vocab, t, o, ref.lse, scale, &p.dlogits[size_t(r * vocab)]);
+  }
+  return p;
+}
+
+// Splits dense dlogits into the label entries (one per non-ignored row) and all others.
+template <class V>
+void split_by_label(const std::vector<V>& dense, const std::vector<int64_t>& labels, int64_t vocab,
+                    std::vector<V>* at_label, std::vector<V>* elsewhere) {
+  for (size_t r = 0; r < labels.size(); ++r)
+    for (int64_t c = 0; c < vocab; ++c) {
+      const V v = dense[r * size_t(vocab) + size_t(c)];
+      (c == labels[r] ? at_label : elsewhere)->push_back(v);
+    }
+}
+
+template <class T>
+std::vector<T> unpad(const std::vector<T>& strided, int64_t rows, int64_t vocab, int64_t stride) {
+  std::vector<T> dense(size_t(rows * vocab));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < vocab; ++c) dense[size_t(r * vocab + c)] = strided[size_t(r * stride + c)];
+  return dense;
+}
+
+template <class T>
+void expect_gradient_close(const problem<T>& p, const std::vector<T>& dlogits_strided) {
+  const std::vector<T> dlogits = unpad(dlogits_strided, p.rows, p.vocab, p.stride);
+  std::vector<T> out_label, out_other;
+  std::vector<double> ref_label, ref_other;
+  split_by_label(dlogits, p.labels, p.vocab, &out_label, &out_other);
+  split_by_label(p.dlogits, p.labels, p.vocab, &ref_label, &ref_other);
+  {
+    SCOPED_TRACE("dlogits at the label columns");
+    TILEKIT_EXPECT_CLOSE(out_label, ref_label, gradient_tolerance<T>());
+  }
+  {
+    SCOPED_TRACE("dlogits at the other columns");
+    TILEKIT_EXPECT_CLOSE(out_other, ref_other, gradient_tolerance<T>());
+  }
+  // Ignored rows must be exactly zero (the relative check above could absorb small values).
+  for (int64_t r = 0; r < p.rows; ++r) {
+    if (p.labels[size_t(r)] != p.ignore_index) continue;
+    for (int64_t c = 0; c < p.vocab; ++c)
+      if (convert<float>(dlogits[size_t(r * p.vocab + c)]) != 0.f) {
+        ADD_FAILURE() << "ignored row " << r << " has dlogits[" << c
+                      << "] = " << convert<float>(dlogits[size_t(r * p.vocab + c)]);
+        return;
+      }
+  }
+}
+
+// Runs the forward (fused gradient when `fused`), then the backward from the forward's lse,
+// and compares everything with the reference.
+template <class T>
+void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fused, bool per_row_gradient = true,
+           float grad_scale = 0.75f) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype_traits<T>::tag) << " rows=" << rows << " vocab=" << vocab
+                                    << " pad=" << pad << " smoothing=" << o.label_smoothing << " z=" << o.z_loss_weight
+                                    << (fused ? " fused" : ""));
+  const problem<T> p =
+      make_problem<T>(rows, vocab, pad, o, grad_scale, per_row_gradient, test_seed() + uint64_t(vocab));
+  device_buffer<T> logits(p.logits);
+  device_buffer<int64_t> labels(p.labels);
+  device_buffer<float> grad_per_row(p.grad_per_row);
+  device_buffer<float> loss(static_cast<size_t>(rows)), lse(static_cast<size_t>(rows));
+  device_buffer<T> dlogits_fused(p.logits.size()), dlogits(p.logits.size());
+
+  tk::cross_entropy_forward_args forward;
+  forward.logits = logits.get();
+  forward.labels = labels.get();
+  forward.loss = loss.get();
+  forward.lse = lse.get();
+  forward.rows = rows;
+  forward.vocab = vocab;
+  forward.logits_row_stride = p.stride;
+  forward.type = dtype_traits<T>::tag;
+  forward.ignore_index = o.ignore_index;
+  forward.label_smoothing = o.label_smoothing;
+  forward.z_loss_weight = o.z_loss_weight;
+  if (fused) {
+    forward.dlogits = dlogits_fused.get();
+    forward.dlogits_row_stride = p.stride;
+    forward.grad_per_row = per_row_gradient ? grad_per_row.get() : nullptr;
+    forward.grad_scale = grad_scale;
+  }
+  tk::cross_entropy_forward(forward, nullptr);
+
+  tk::cross_entropy_backward_args backward;
+  backward.dlogits = dlogits.get();
+  backward.logits = logits.get();
+  backward.labels = labels.get();
+  backward.lse = lse.get();
+  backward.grad_per_row = per_row_gradient ? grad_per_row.get() : nullptr;
+  backward.grad_scale = grad_scale;
+  backward.rows = rows;
+  backward.vocab = vocab;
+  backward.logits_row_stride = p.stride;
+  backward.dlogits_row_stride = p.stride;
+  backward.type = dtype_traits<T>::tag;
+  backward.ignore_index = o.ignore_index;
+  backward.label_smoothing = o.label_smoothing;
+  backward.z_loss_weight = o.z_loss_weight;
+  tk::cross_entropy_backward(backward, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+
+  {
+    SCOPED_TRACE("loss");
+    TILEKIT_EXPECT_CLOSE(loss.download(), p.loss, loss_tolerance);
+  }
+  {
+    SCOPED_TRACE("lse");
+    TILEKIT_EXPECT_CLOSE(lse.download(), p.lse, loss_tolerance);
+  }
+  const std::vector<float> loss_out = loss.download();
+  for (int64_t r = 0; r < rows; ++r)
+    if (p.labels[size_t(r)] == p.ignore_index) EXPECT_EQ(loss_out[size_t(r)], 0.f) << "ignored row " << r;
+  {
+    SCOPED_TRACE("backward");
+    expect_gradient_close(p, dlogits.download());
+  }
+  if (fused) {
+    SCOPED_TRACE("fused forward");
+    expect_gradient_close(p, dlogits_fused.download());
+  }
+}
+
+const int64_t vocabs[] = {1, 7, 100, 1000, 1024, 4097, 8192, 65543, 262144};
+
+int64_t rows_for(int64_t vocab, int64_t max_rows = 41) {
+  constexpr int64_t reference_elements = int64_t(1) << 20;
+  return std::max<int64_t>(2, std::min<int64_t>(max_rows, reference_elements / vocab));
+}
+
+TEST_F(CrossEntropy, PlainBf16AllVocabs) {
+  for (int64_t v : vocabs) check<bf16>(rows_for(v), v, 0, {}, /*fused=*/false);
+}
+
+TEST_F(CrossEntropy, FusedFp32AllVocabs) {
+  for (int64_t v : vocabs) check<float>(rows_for(v), v, 0, {}, /*fused=*/true);
+}
+
+TEST_F(CrossEntropy, SmoothingAndZLossBf16AllVocabs) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  for (int64_t v : vocabs) check<bf16>(rows_for(v), v, 0, o, /*fused=*/true);
+}
+
+TEST_F(CrossEntropy, SmoothingAndZLossFp32) {
+  const options o{.label_smoothing = 0.25f, .z_loss_weight = 0.01f};
+  for (int64_t v : {int64_t(7), int64_t(1000), int64_t(8192), int64_t(65543), int64_t(262144)})
+    check<float>(rows_for(v), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f / 3);
+}
+
+TEST_F(CrossEntropy, Fp16AndStridedRows) {
+  const options o{.label_smoothing = 0.05f};
+  check<fp16>(13, 1000, 0, o, true);
+  check<fp16>(3, 65543, 8, o, true);
+  // Pads of 3 / 5 elements make every other row misaligned (element-by-element path).
+  check<bf16>(9, 4097, 3, o, true);
+  check<bf16>(5, 32000, 8, o, true);
+  check<float>(4, 50257, 5, o, true);
+  check<float>(2, 262144, 4, {}, true);
+}
+
+TEST_F(CrossEntropy, SingleRowBothEnds) {
+  for (int64_t v : {int64_t(1), int64_t(100), int64_t(65543), int64_t(262144)}) {
+    check<bf16>(1, v, 0, {.label_smoothing = 0.1f}, true);  // row 0: label 0
+  }
+}
+
+// ignore_index may be a real class: rows with that label are ignored, not trained on.
+TEST_F(CrossEntropy, IgnoreIndexInsideTheVocabulary) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-4f, .ignore_index = 0};
+  // make_problem labels row 0 with class 0 == ignore_index: it must come out ignored.
+  check<bf16>(11, 4097, 0, o, true);
+  check<float>(6, 131072, 0, o, true);
+}
+
+// Out-of-range labels (not ignore_index) give NaN loss and NaN gradients.
+TEST_F(CrossEntropy, InvalidLabelGivesNan) {
+  const int64_t rows = 3, vocab = 1000;
+  std::mt19937_64 rng(test_seed());
+  device_buffer<bf16> logits(random_vector<bf16>(size_t(rows * vocab), rng));
+  device_buffer<int64_t> labels(std::vector<int64_t>{vocab, 5, -1});
+  device_buffer<float> loss(rows);
+  device_buffer<bf16> dlogits(size_t(rows * vocab));
+  tk::cross_entropy_forward_args a;
+  a.logits = logits.get();
+  a.labels = labels.get();
+  a.loss = loss.get();
+  a.rows = rows;
+  a.vocab = vocab;
+  a.logits_row_stride = vocab;
+  a.dlogits = dlogits.get();
+  a.dlogits_row_stride = vocab;
+  tk::cross_entropy_forward(a, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> l = loss.download();
+  EXPECT_TRUE(std::isnan(l[0]));
+  EXPECT_TRUE(std::isfinite(l[1]) && l[1] > 0);
+  EXPECT_TRUE(std::isnan(l[2]));
+  const std::vector<bf16> d = dlogits.download();
+  EXPECT_TRUE(std::isnan(convert<float>(d[0])));
+  EXPECT_TRUE(std::isfinite(convert<float>(d[size_t(vocab)])));
+}
+
+}  // namespace

@@ -1,0 +1,332 @@
+// RMSNorm / LayerNorm forward and backward against fp64 CPU references.
+//
+// Shapes cover every size class of the configuration table (warp per row, CTA per row,
+// clusters of 2..16 CTAs), widths that are not a multiple of any vector or tile (1, 7, 100,
+// 1000, 4097, 65543), strided rows (including odd strides, whose rows are not 16-byte aligned
+// and take the element-by-element path), and row counts that make backward workers loop over
+// several rows. Outputs are poisoned (NaN bits); the padding columns of strided outputs must
+// stay poisoned (nothing written outside [0, cols)).
+//
+// Tolerances: outputs rounded to T carry a relative error of at most 2^-8 (bf16) / 2^-11
+// (fp16) per element, so the norm-wise relative error is bounded by tolerance<T>(); fp32
+// outputs and statistics accumulate fp32 sums over up to 262144 terms (sqrt(N) * 2^-24 ~ 3e-5
+// in the worst case, far less on average): 1e-4. dw / db in fp32 add up to a few thousand
+// fp32 partials: 1e-4.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "norms/norms.h"
+
+namespace {
+using namespace tilekit;
+using namespace tilekit::testing;
+namespace tk = tilekit::kernels;
+
+enum class kind { rms, layer };
+
+struct shape {
+  int64_t rows, cols, pad;  // row stride = cols + pad
+};
+
+template <class T>
+double stat_tolerance() {
+  return 1e-4;
+}
+template <class T>
+double output_tolerance() {
+  return std::is_same_v<T, float> ? 1e-4 : tolerance<T>();
+}
+
+// Padding columns of a strided [rows, stride] buffer must still hold the poison bits.
+template <class T>
+bool padding_untouched(const std::vector<T>& host, const shape& s) {
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = s.cols; c < s.cols + s.pad; ++c) {
+      unsigned char bytes[sizeof(T)];
+      std::memcpy(bytes, &host[r * (s.cols + s.pad) + c], sizeof(T));
+      for (unsigned char b : bytes)
+        if (b != 0xFF) return false;
+    }
+  return true;
+}
+
+template <class T>
+std::vector<T> valid_part(const std::vector<T>& host, const shape& s) {
+  std::vector<T> out;
+  out.reserve(s.rows * s.cols);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = 0; c < s.cols; ++c) out.push_back(host[r * (s.cols + s.pad) + c]);
+  return out;
+}
+
+// mean and rstd of row r of h (fp64).
+template <class T>
+void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r, double eps, double& mean,
+                     double& rstd) {
+  const int64_t stride = s.cols + s.pad;
+  double sum = 0;
+  for (int64_t c = 0; c < s.cols; ++c) sum += to_double(h[r * stride + c]);
+  mean = k == kind::layer ? sum / s.cols : 0.0;
+  double sq = 0;
+  for (int64_t c = 0; c < s.cols; ++c) {
+    const double d = to_double(h[r * stride + c]) - mean;
+    sq += d * d;
+  }
+  rstd = 1.0 / std::sqrt(sq / s.cols + eps);
+}
+
+template <class T, class W>
+void run_forward(kind k, shape s, bool with_residual, bool with_bias) {
+  SCOPED_TRACE(::testing::Message() << (k == kind::rms ? "rms" : "layer") << " " << dtype_traits<T>::name << "/"
+                                  << dtype_traits<W>::name << " rows " << s.rows << " cols " << s.cols << " pad "
+                                  << s.pad << (with_residual ? " residual" : "") << (with_bias ? " bias" : ""));
+  std::mt19937_64 rng(test_seed() + s.rows * 131 + s.cols);
+  const int64_t stride = s.cols + s.pad;
+  const size_t count = size_t(s.rows * stride);
+  // Offset input rows so the row means are not ~0 (the two-pass variance must matter).
+  const auto x_host = random_vector<T>(count, rng, -1.f, 3.f);
+  const auto res_host = random_vector<T>(count, rng);
+  const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
+  const auto b_host = random_vector<W>(s.cols, rng);
+  const double eps = 1e-5;
+
+  device_buffer<T> x(x_host), res(res_host), y(count), h(count);
+  device_buffer<W> w(w_host), b(b_host);
+  device_buffer<float> mean(s.rows), rstd(s.rows);
+
+  if (k == kind::rms) {
+    tk::rms_norm_forward_args a;
+    a.y = y.get(), a.y_row_stride = stride, a.x = x.get(), a.x_row_stride = stride, a.weight = w.get();
+    if (with_residual)
+      a.residual = res.get(), a.residual_row_stride = stride, a.residual_out = h.get(), a.residual_out_row_stride = stride;
+    a.rstd = rstd.get(), a.rows = s.rows, a.cols = s.cols, a.x_dtype = dtype_traits<T>::tag;
+    a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
+    tk::rms_norm_forward(a, nullptr);
+  } else {
+    tk::layer_norm_forward_args a;
+    a.y = y.get(), a.y_row_stride = stride, a.x = x.get(), a.x_row_stride = stride, a.weight = w.get();
+    a.bias = with_bias ? b.get() : nullptr;
+    if (with_residual)
+      a.residual = res.get(), a.residual_row_stride = stride, a.residual_out = h.get(), a.residual_out_row_stride = stride;
+    a.mean = mean.get(), a.rstd = rstd.get(), a.rows = s.rows, a.cols = s.cols, a.x_dtype = dtype_traits<T>::tag;
+    a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
+    tk::layer_norm_forward(a, nullptr);
+  }
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+
+  // h = x + residual rounded to T, exactly as the kernel does (fp32 add, one rounding).
+  std::vector<T> h_ref = x_host;
+  if (with_residual)
+    for (size_t i = 0; i < count; ++i) h_ref[i] = convert<T>(convert<float>(x_host[i]) + convert<float>(res_host[i]));
+  std::vector<double> y_ref(s.rows * s.cols), mean_ref(s.rows), rstd_ref(s.rows);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    reference_stats(k, h_ref, s, r, eps, mean_ref[r], rstd_ref[r]);
+    for (int64_t c = 0; c < s.cols; ++c) {
+      double v = (to_double(h_ref[r * stride + c]) - mean_ref[r]) * rstd_ref[r] * to_double(w_host[c]);
+      if (k == kind::layer && with_bias) v += to_double(b_host[c]);
+      y_ref[r * s.cols + c] = v;
+    }
+  }
+  const auto y_out = y.download();
+  TILEKIT_EXPECT_CLOSE(valid_part(y_out, s), y_ref, output_tolerance<T>());
+  EXPECT_TRUE(padding_untouched(y_out, s)) << "y written outside [0, cols)";
+  TILEKIT_EXPECT_CLOSE(rstd.download(), rstd_ref, stat_tolerance<T>());
+  if (k == kind::layer) {
+    // Compare mean - ref relative to the row scale (means can be close to 0).
+    const auto mean_out = mean.download();
+    for (int64_t r = 0; r < s.rows; ++r) EXPECT_NEAR(mean_out[r], mean_ref[r], 1e-5 * (1 + std::abs(mean_ref[r])));
+  }
+  if (with_residual) {
+    const auto h_out = h.download();
+    std::vector<double> h_expect;
+    for (auto v : valid_part(h_ref, s)) h_expect.push_back(to_double(v));
+    TILEKIT_EXPECT_CLOSE(valid_part(h_out, s), h_expect, 0.0);  // bitwise the same rounding
+    EXPECT_TRUE(padding_untouched(h_out, s)) << "residual_out written outside [0, cols)";
+  }
+}
+
+// Backward against the analytic fp64 gradients. `saved_stats`: pass the forward's mean/rstd
+// (computed here in fp64, rounded to fp32) or let the kernel recompute them.
+template <class T, class W>
+void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
+  SCOPED_TRACE(::testing::Message() << (k == kind::rms ? "rms" : "layer") << " backward " << dtype_traits<T>::name
+                                  << "/" << dtype_traits<W>::name << " rows " << s.rows << " cols " << s.cols
+                                  << " pad " << s.pad << (saved_stats ? " saved" : " recomputed")
+                                  << (with_dresidual ? " dresidual" : ""));
+  std::mt19937_64 rng(test_seed() + s.rows * 7919 + s.cols);
+  const int64_t stride = s.cols + s.pad;
+  const size_t count = size_t(s.rows * stride);
+  const auto x_host = random_vector<T>(count, rng, -1.f, 3.f);
+  const auto dy_host = random_vector<T>(count, rng);
+  const auto dres_host = random_vector<T>(count, rng);
+  const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
+  const double eps = 1e-5;
+
+  std::vector<double> mean_ref(s.rows), rstd_ref(s.rows);
+  for (int64_t r = 0; r < s.rows; ++r) reference_stats(k, x_host, s, r, eps, mean_ref[r], rstd_ref[r]);
+  std::vector<float> mean_f(mean_ref.begin(), mean_ref.end()), rstd_f(rstd_ref.begin(), rstd_ref.end());
+
+  device_buffer<T> x(x_host), dy(dy_host), dres(dres_host), dx(count);
+  device_buffer<W> w(w_host), dw(s.cols), db(s.cols);
+  device_buffer<float> mean(mean_f), rstd(rstd_f);
+  const size_t ws_bytes = k == kind::rms ? tk::rms_norm_backward_workspace_bytes(s.rows, s.cols)
+                                         : tk::layer_norm_backward_workspace_bytes(s.rows, s.cols);
+  device_buffer<unsigned char> workspace(ws_bytes);
+
+  if (k == kind::rms) {
+    tk::rms_norm_backward_args a;
+    a.dx = dx.get(), a.dx_row_stride = stride, a.dweight = dw.get(), a.dy = dy.get(), a.dy_row_stride = stride;
+    a.x = x.get(), a.x_row_stride = stride, a.weight = w.get(), a.rstd = saved_stats ? rstd.get() : nullptr;
+    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = stride;
+    a.workspace = workspace.get(), a.workspace_bytes = ws_bytes, a.rows = s.rows, a.cols = s.cols;
+    a.x_dtype = dtype_traits<T>::tag, a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
+    tk::rms_norm_backward(a, nullptr);
+  } else {
+    tk::layer_norm_backward_args a;
+    a.dx = dx.get(), a.dx_row_stride = stride, a.dweight = dw.get(), a.dbias = db.get(), a.dy = dy.get();
+    a.dy_row_stride = stride, a.x = x.get(), a.x_row_stride = stride, a.weight = w.get();
+    a.mean = saved_stats ? mean.get() : nullptr, a.rstd = saved_stats ? rstd.get() : nullptr;
+    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = stride;
+    a.workspace = workspace.get(), a.workspace_bytes = ws_bytes, a.rows = s.rows, a.cols = s.cols;
+    a.x_dtype = dtype_traits<T>::tag, a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
+    tk::layer_norm_backward(a, nullptr);
+  }
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+
+  std::vector<double> dx_ref(s.rows * s.cols), dw_ref(s.cols, 0.0), db_ref(s.cols, 0.0);
+  double term_norm_sq = 0;  // ||rstd * g||^2: the size of the terms that cancel in dx
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t c = 0; c < s.cols; ++c) {
+      const double xhat = (to_double(x_host[r * stride + c]) - mean_ref[r]) * rstd_ref[r];
+      const double dyv = to_double(dy_host[r * stride + c]);
+      const double g = dyv * to_double(w_host[c]);
+      sum_g += g;
+      sum_gx += g * xhat;
+      dw_ref[c] += dyv * xhat;
+      db_ref[c] += dyv;
+    }
+    const double mean_g = k == kind::layer ? sum_g / s.cols : 0.0, mean_gx = sum_gx / s.cols;
+    for (int64_t c = 0; c < s.cols; ++c) {
+      const double xhat = (to_double(x_host[r * stride + c]) - mean_ref[r]) * rstd_ref[r];
+      const double g = to_double(dy_host[r * stride + c]) * to_double(w_host[c]);
+      double v = rstd_ref[r] * (g - mean_g - xhat * mean_gx);
+      term_norm_sq += (rstd_ref[r] * g) * (rstd_ref[r] * g);
+      if (with_dresidual) v += to_double(dres_host[r * stride + c]);
+      dx_ref[r * s.cols + c] = v;
+    }
+  }
+  const auto dx_out = dx.download();
+  {
+    // dx is a difference of terms of size |rstd * g| that cancel almost completely when the
+    // row is short (cols = 1: dx is O(eps)), so fp32 rounding of those terms, not of dx, sets
+    // the attainable error: measure ||dx - ref|| against max(||ref||, ||rstd * g||).
+    const auto stats = tilekit::testing::compare(valid_part(dx_out, s), dx_ref);
+    double ref_norm_sq = 0;
+    for (double v : dx_ref) ref_norm_sq += v * v;
+    const double error_norm = stats.relative * (ref_norm_sq > 0 ? std::sqrt(ref_norm_sq) : 1.0);
+    EXPECT_EQ(stats.nonfinite, 0u) << "non-finite or unwritten dx";
+    EXPECT_LE(error_norm, output_tolerance<T>() * std::max(std::sqrt(ref_norm_sq), std::sqrt(term_norm_sq)))
+        << "dx error norm " << error_norm << " (relative " << stats.relative << ")";
+  }
+  EXPECT_TRUE(padding_untouched(dx_out, s)) << "dx written outside [0, cols)";
+  TILEKIT_EXPECT_CLOSE(dw.download(), dw_ref, output_tolerance<W>());
+  if (k == kind::layer) TILEKIT_EXPECT_CLOSE(db.download(), db_ref, output_tolerance<W>());
+}
+
+// Every size class; odd pads make rows misaligned (element path); rows not multiples of the
+// rows per CTA; M = 1 for the widest.
+const shape forward_shapes[] = {
+    {3, 1, 0},     {5, 7, 3},      {37, 100, 0},  {9, 300, 1},  {16, 1000, 8}, {16, 1024, 0}, {4, 1500, 0},
+    {3, 3000, 2},  {4, 4097, 5},   {3, 8192, 0},  {2, 16000, 8}, {2, 20000, 0}, {2, 65543, 1}, {1, 262144, 0}};
+// Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
+// One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, clustered).
+const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},     {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},
+                                 {600, 1500, 0}, {64, 4096, 0}, {300, 4097, 5}, {3, 8192, 0},   {2, 16000, 8},
+                                 {60, 65543, 1}, {1, 262144, 0}};
+
+class Norms : public GpuTest {};
+
+TEST_F(Norms, RmsForwardBf16) {
+  for (const shape& s : forward_shapes) run_forward<bf16, bf16>(kind::rms, s, false, false);
+}
+TEST_F(Norms, RmsForwardBf16Fp32WeightResidual) {
+  for (const shape& s : forward_shapes) run_forward<bf16, float>(kind::rms, s, true, false);
+}
+TEST_F(Norms, RmsForwardFp32) {
+  for (const shape& s : forward_shapes) run_forward<float, float>(kind::rms, s, s.cols % 2 == 0, false);
+}
+TEST_F(Norms, RmsForwardFp16) {
+  for (const shape& s : {shape{5, 7, 3}, shape{16, 1000, 8}, shape{4, 4097, 5}, shape{2, 65543, 1}})
+    run_forward<fp16, fp16>(kind::rms, s, true, false);
+}
+TEST_F(Norms, LayerForwardBf16) {
+  for (const shape& s : forward_shapes) run_forward<bf16, bf16>(kind::layer, s, false, true);
+}
+TEST_F(Norms, LayerForwardBf16Fp32WeightResidualNoBias) {
+  for (const shape& s : forward_shapes) run_forward<bf16, float>(kind::layer, s, true, false);
+}
+TEST_F(Norms, LayerForwardFp32) {
+  for (const shape& s : forward_shapes) run_forward<float, float>(kind::layer, s, false, true);
+}
+TEST_F(Norms, LayerForwardFp16) {
+  for (const shape& s : {shape{5, 7, 3}, shape{16, 1000, 8}, shape{4, 4097, 5}, shape{2, 65543, 1}})
+    run_forward<fp16, fp16>(kind::layer, s, true, true);
+}
+
+TEST_F(Norms, RmsBackwardBf16) {
+  for (const shape& s : backward_shapes) run_backward<bf16, bf16>(kind::rms, s, true, false);
+}
+TEST_F(Norms, RmsBackwardBf16Fp32WeightRecomputedResidual) {
+  for (const shape& s : backward_shapes) run_backward<bf16, float>(kind::rms, s, false, true);
+}
+TEST_F(Norms, RmsBackwardFp32) {
+  for (const shape& s : backward_shapes) run_backward<float, float>(kind::rms, s, true, false);
+}
+TEST_F(Norms, RmsBackwardFp16) {
+  for (const shape& s : {shape{5, 7, 3}, shape{40, 1000, 8}, shape{300, 4097, 5}, shape{60, 65543, 1}})
+    run_backward<fp16, fp16>(kind::rms, s, false, false);
+}
+TEST_F(Norms, LayerBackwardBf16) {
+  for (const shape& s : backward_shapes) run_backward<bf16, bf16>(kind::layer, s, true, false);
+}
+TEST_F(Norms, LayerBackwardBf16Fp32WeightRecomputedResidual) {
+  for (const shape& s : backward_shapes) run_backward<bf16, float>(kind::layer, s, false, true);
+}
+TEST_F(Norms, LayerBackwardFp32) {
+  for (const shape& s : backward_shapes) run_backward<float, float>(kind::layer, s, true, false);
+}
+TEST_F(Norms, LayerBackwardFp16) {
+  for (const shape& s : {shape{5, 7, 3}, shape{40, 1000, 8}, shape{300, 4097, 5}, shape{60, 65543, 1}})
+    run_backward<fp16, fp16>(kind::layer, s, true, true);
+}
+
+// dw is reduced without atomics: two runs give the same bits.
+TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
+  const shape s{300, 4097, 0};
+  std::mt19937_64 rng(test_seed());
+  const size_t count = size_t(s.rows * s.cols);
+  device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
+  device_buffer<bf16> w(random_vector<bf16>(s.cols, rng)), dw1(s.cols), dw2(s.cols);
+  const size_t ws_bytes = tk::rms_norm_backward_workspace_bytes(s.rows, s.cols);
+  device_buffer<unsigned char> workspace(ws_bytes);
+  tk::rms_norm_backward_args a;
+  a.dx = dx.get(), a.dx_row_stride = s.cols, a.dy = dy.get(), a.dy_row_stride = s.cols, a.x = x.get();
+  a.x_row_stride = s.cols, a.weight = w.get(), a.workspace = workspace.get(), a.workspace_bytes = ws_bytes;
+  a.rows = s.rows, a.cols = s.cols;
+  a.dweight = dw1.get();
+  tk::rms_norm_backward(a, nullptr);
+  a.dweight = dw2.get();
+  tk::rms_norm_backward(a, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto a1 = dw1.download(), a2 = dw2.download();
+  EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(bf16)), 0);
+}
+
+}  // namespace

@@ -1,0 +1,280 @@
+// GPU tests: softmax forward and backward (kernels/softmax) against fp64 CPU references.
+//
+// Shapes cover every size class of the configuration table (kernels/softmax/row_schedule.cuh):
+// warp per row, CTA per row, clusters of 2..16 CTAs, widths that are not a multiple of
+// anything (7, 100, 1000, 4097, 65543), rows = 1, and strided rows whose starts are either
+// 16-byte aligned (vector path) or not (element path). Outputs are poisoned (NaN) and the
+// padding between rows is checked to stay poisoned.
+//
+// Tolerances (relative L2 error): the kernels compute in fp32 from the same rounded inputs
+// as the reference, so the error is the rounding of the output to T (tolerance<T>(): bf16
+// 1e-2, fp16 2e-3) plus fp32 arithmetic: ex2.approx (2^-22 relative) and sums of up to
+// 262144 terms in fp32 (per-thread chains of 32, then a tree: ~1e-6 relative), within 1e-5.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "softmax/softmax.h"
+
+namespace {
+
+using namespace tilekit;
+using namespace tilekit::testing;
+namespace tk = tilekit::kernels;
+
+class Softmax : public GpuTest {};
+
+template <class T>
+dtype type_of() {
+  return dtype_traits<T>::tag;
+}
+
+struct shape {
+  int64_t rows;
+  int64_t cols;
+  int64_t pad;  // row stride = cols + pad
+};
+
+// Rows per width: enough to cover several CTAs (and the warp-per-row tail CTA), while keeping
+// the fp64 reference around a million elements.
+constexpr int64_t reference_elements = int64_t(1) << 20;
+int64_t rows_for(int64_t cols, int64_t max_rows = 67) {
+  return std::max<int64_t>(1, std::min<int64_t>(max_rows, reference_elements / cols));
+}
+
+// The widths of the issue: every size class, odd widths, the largest one.
+const int64_t widths[] = {1, 7, 100, 1000, 1024, 4097, 8192, 65543, 262144};
+
+// 16-bit bit pattern of a poisoned element (device_buffer fills with 0xFF bytes).
+template <class T>
+bool is_poison(T value) {
+  unsigned char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  return std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0xFF; });
+}
+
+// Returns the [rows, cols] elements of a strided buffer, and counts padding elements that are
+// no longer poisoned (a write outside the rows).
+template <class T>
+std::vector<T> unpad(const std::vector<T>& strided, const shape& s, size_t* padding_overwritten) {
+  std::vector<T> dense(size_t(s.rows * s.cols));
+  const int64_t stride = s.cols + s.pad;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    for (int64_t c = 0; c < s.cols; ++c) dense[size_t(r * s.cols + c)] = strided[size_t(r * stride + c)];
+    for (int64_t c = s.cols; c < stride; ++c)
+      if (!is_poison(strided[size_t(r * stride + c)])) ++*padding_overwritten;
+  }
+  return dense;
+}
+
+// Random strided input (padding random too: the kernel must not read it into the result).
+template <class T>
+std::vector<T> random_strided(const shape& s, std::mt19937_64& rng, float lo, float hi) {
+  return random_vector<T>(size_t(s.rows * (s.cols + s.pad)), rng, lo, hi);
+}
+
+// fp64 softmax of each row of the strided input (dense output).
+template <class T>
+std::vector<double> softmax_reference(const std::vector<T>& x, const shape& s) {
+  std::vector<double> y(size_t(s.rows * s.cols));
+  const int64_t stride = s.cols + s.pad;
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double m = -INFINITY;
+    for (int64_t c = 0; c < s.cols; ++c) m = std::max(m, to_double(x[size_t(r * stride + c)]));
+    double sum = 0;
+    for (int64_t c = 0; c < s.cols; ++c) sum += std::exp(to_double(x[size_t(r * stride + c)]) - m);
+    for (int64_t c = 0; c < s.cols; ++c)
+      y[size_t(r * s.cols + c)] = std::exp(to_double(x[size_t(r * stride + c)]) - m) / sum;
+  }
+  return y;
+}
+
+template <class T>
+double tolerance_for() {
+  return std::max(tolerance<T>(), 1e-5);
+}
+
+template <class T>
+void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, float hi = 4.f) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(type_of<T>()) << " rows=" << s.rows << " cols=" << s.cols
+                                    << " pad=" << s.pad << " range=[" << lo << ", " << hi << ")");
+  std::mt19937_64 rng(test_seed() + seed_offset);
+  const std::vector<T> x = random_strided<T>(s, rng, lo, hi);
+  device_buffer<T> x_device(x);
+  device_buffer<T> y_device(x.size());  // poisoned
+  const int64_t stride = s.cols + s.pad;
+  tk::softmax_forward({.y = y_device.get(),
+                       .x = x_device.get(),
+                       .rows = s.rows,
+                       .cols = s.cols,
+                       .x_row_stride = stride,
+                       .y_row_stride = stride,
+                       .type = type_of<T>()},
+                      nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  size_t overwritten = 0;
+  const std::vector<T> y = unpad(y_device.download(), s, &overwritten);
+  EXPECT_EQ(overwritten, 0u) << "the kernel wrote into the padding between rows";
+  TILEKIT_EXPECT_CLOSE(y, softmax_reference(x, s), tolerance_for<T>());
+}
+
+TEST_F(Softmax, ForwardBf16AllWidths) {
+  for (int64_t cols : widths) check_forward<bf16>({rows_for(cols), cols, 0});
+}
+
+TEST_F(Softmax, ForwardFp32AllWidths) {
+  for (int64_t cols : widths) check_forward<float>({rows_for(cols), cols, 0});
+}
+
+TEST_F(Softmax, ForwardFp16SomeWidths) {
+  for (int64_t cols : {int64_t(7), int64_t(1000), int64_t(4097), int64_t(65543)})
+    check_forward<fp16>({rows_for(cols, 9), cols, 0});
+}
+
+TEST_F(Softmax, ForwardSingleRow) {
+  for (int64_t cols : widths) check_forward<bf16>({1, cols, 0});
+}
+
+// Pads of 8 bf16 / 4 fp32 keep every row 16-byte aligned (vector path); pads of 3 / 5 make
+// every other row misaligned (element path).
+TEST_F(Softmax, ForwardStridedRows) {
+  for (int64_t cols : {int64_t(100), int64_t(1024), int64_t(4097), int64_t(65543)}) {
+    check_forward<bf16>({rows_for(cols, 9), cols, 8});
+    check_forward<bf16>({rows_for(cols, 9), cols, 3});
+    check_forward<float>({rows_for(cols, 9), cols, 4});
+    check_forward<float>({rows_for(cols, 9), cols, 5});
+  }
+}
+
+// Large offsets: exp(x) overflows fp32 without the max subtraction.
+TEST_F(Softmax, ForwardLargeLogitsAreStable) {
+  check_forward<float>({5, 1000, 0}, 1, 500.f, 520.f);
+  check_forward<float>({3, 65543, 0}, 2, -900.f, -880.f);
+  check_forward<bf16>({3, 262144, 0}, 3, 100.f, 140.f);
+}
+
+// In place (y == x).
+TEST_F(Softmax, ForwardInPlace) {
+  const shape s{7, 4097, 0};
+  std::mt19937_64 rng(test_seed());
+  const std::vector<bf16> x = random_strided<bf16>(s, rng, -4.f, 4.f);
+  device_buffer<bf16> buffer(x);
+  tk::softmax_forward({.y = buffer.get(),
+                       .x = buffer.get(),
+                       .rows = s.rows,
+                       .cols = s.cols,
+                       .x_row_stride = s.cols,
+                       .y_row_stride = s.cols,
+                       .type = dtype::bf16},
+                      nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  TILEKIT_EXPECT_CLOSE(buffer.download(), softmax_reference(x, s), tolerance<bf16>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward: dx = y * (dy - sum(dy * y)), with y a real softmax output (rows sum to 1).
+// ---------------------------------------------------------------------------------------------
+template <class T>
+void check_backward(const shape& s) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(type_of<T>()) << " rows=" << s.rows << " cols=" << s.cols
+                                    << " pad=" << s.pad);
+  std::mt19937_64 rng(test_seed());
+  const int64_t stride = s.cols + s.pad;
+  // y: the softmax of random logits, rounded to T, laid out with the stride.
+  const std::vector<T> logits = random_strided<T>(s, rng, -3.f, 3.f);
+  const std::vector<double> y_dense = softmax_reference(logits, s);
+  std::vector<T> y(logits.size());
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = 0; c < stride; ++c)
+      y[size_t(r * stride + c)] = c < s.cols ? convert<T>(float(y_dense[size_t(r * s.cols + c)])) : convert<T>(1.f);
+  const std::vector<T> dy = random_strided<T>(s, rng, -1.f, 1.f);
+
+  std::vector<double> dx_reference(size_t(s.rows * s.cols));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double dot = 0;
+    for (int64_t c = 0; c < s.cols; ++c)
+      dot += to_double(y[size_t(r * stride + c)]) * to_double(dy[size_t(r * stride + c)]);
+    for (int64_t c = 0; c < s.cols; ++c)
+      dx_reference[size_t(r * s.cols + c)] =
+          to_double(y[size_t(r * stride + c)]) * (to_double(dy[size_t(r * stride + c)]) - dot);
+  }
+
+  device_buffer<T> y_device(y), dy_device(dy), dx_device(y.size());
+  tk::softmax_backward({.dx = dx_device.get(),
+                        .dy = dy_device.get(),
+                        .y = y_device.get(),
+                        .rows = s.rows,
+                        .cols = s.cols,
+                        .dx_row_stride = stride,
+                        .dy_row_stride = stride,
+                        .y_row_stride = stride,
+                        .type = type_of<T>()},
+                       nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  size_t overwritten = 0;
+  const std::vector<T> dx = unpad(dx_device.download(), s, &overwritten);
+  EXPECT_EQ(overwritten, 0u) << "the kernel wrote into the padding between rows";
+  TILEKIT_EXPECT_CLOSE(dx, dx_reference, tolerance_for<T>());
+}
+
+TEST_F(Softmax, BackwardBf16AllWidths) {
+  for (int64_t cols : widths) check_backward<bf16>({rows_for(cols), cols, 0});
+}
+
+TEST_F(Softmax, BackwardFp32AllWidths) {
+  for (int64_t cols : widths) check_backward<float>({rows_for(cols), cols, 0});
+}
+
+TEST_F(Softmax, BackwardFp16AndStrided) {
+  check_backward<fp16>({9, 1000, 0});
+  check_backward<fp16>({2, 65543, 8});
+  check_backward<bf16>({5, 4097, 3});
+  check_backward<float>({3, 262144, 5});
+  check_backward<bf16>({1, 262144, 0});
+}
+
+// The forward followed by the backward with dy = 1 everywhere gives dx = y * (1 - 1) = 0:
+// a cheap end-to-end identity (sum of a softmax row is 1) that does not use the reference.
+TEST_F(Softmax, BackwardOfConstantUpstreamIsZero) {
+  const shape s{4, 65543, 0};
+  std::mt19937_64 rng(test_seed());
+  const std::vector<float> x = random_strided<float>(s, rng, -4.f, 4.f);
+  device_buffer<float> x_device(x), y_device(x.size()), dx_device(x.size());
+  device_buffer<float> dy_device(std::vector<float>(x.size(), 1.f));
+  tk::softmax_forward({.y = y_device.get(),
+                       .x = x_device.get(),
+                       .rows = s.rows,
+                       .cols = s.cols,
+                       .x_row_stride = s.cols,
+                       .y_row_stride = s.cols,
+                       .type = dtype::fp32},
+                      nullptr);
+  tk::softmax_backward({.dx = dx_device.get(),
+                        .dy = dy_device.get(),
+                        .y = y_device.get(),
+                        .rows = s.rows,
+                        .cols = s.cols,
+                        .dx_row_stride = s.cols,
+                        .dy_row_stride = s.cols,
+                        .y_row_stride = s.cols,
+                        .type = dtype::fp32},
+                       nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> dx = dx_device.download();
+  const std::vector<float> y = y_device.download();
+  double max_dx = 0, max_y = 0;
+  for (size_t i = 0; i < dx.size(); ++i) {
+    max_dx = std::max(max_dx, double(std::abs(dx[i])));
+    max_y = std::max(max_y, double(y[i]));
+  }
+  // |dx| = y * |1 - sum y| <= max y * (fp32 rounding of a sum of 65543 terms ~ 1e-5).
+  EXPECT_LE(max_dx, max_y * 1e-5);
+}
+
+}  // namespace
