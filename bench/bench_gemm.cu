@@ -1,13 +1,15 @@
 // The examples/02_gemm GEMM (C = A * B^T, bf16 in, fp32 accumulate, bf16 out)
 // against cuBLAS on the same shapes, in the same run.
 //
-// Each benchmark times our GEMM (Google Benchmark iterations, median), then
-// right after it cuBLAS on the same shape with the same protocol (L2 flushed
-// before every run, median of `cublas_runs`), so that both see the same clocks:
-// an H200 under sustained GEMM load slows down, and a ceiling measured minutes
-// earlier on a cool GPU would flatter cuBLAS. Counters: TFLOP/s (ours),
-// cublas_TFLOP/s, x_cublas = ours / cuBLAS. BM_gemm_no_cluster is the same kernel
-// without B multicast (cluster of 1), to show what the cluster buys.
+// Each benchmark iteration times one run of our GEMM and then one run of
+// cuBLAS on the same shape, alternating (L2 flushed before every run, CUDA
+// events behind a hold kernel), so both see the same clocks: an H200 under
+// sustained GEMM load slows down (cuBLAS 8192^3: ~790 TFLOP/s on a cool GPU,
+// ~670 after seconds of load), and comparing against a ceiling measured on a
+// cool GPU, or after our runs, would flatter one side. Counters: TFLOP/s
+// (ours, median), cublas_TFLOP/s (median), x_cublas = ours / cuBLAS.
+// BM_gemm_no_cluster is the same kernel without B multicast (cluster of 1), to
+// show what the cluster buys.
 #include "02_gemm/gemm.cuh"
 #include "harness/harness.cuh"
 
@@ -15,8 +17,6 @@ namespace tb = tilekit::bench;
 using tilekit::bf16;
 
 namespace {
-
-constexpr int cublas_runs = 50;
 
 template <int Cluster>
 void BM_gemm(benchmark::State& state) {
@@ -27,16 +27,28 @@ void BM_gemm(benchmark::State& state) {
   tb::fill_uniform(a.data(), a.size(), 1, stream);
   tb::fill_uniform(b.data(), b.size(), 2, stream);
   const gemm_example::gemm_args args{.a = a.data(), .b = b.data(), .c = c.data(), .m = m, .n = n, .k = k};
+  tb::cublas_bf16_gemm cublas(m, n, k, stream);
+  const auto run_ours = [&] { gemm_example::gemm<Cluster>(args, stream); };
+  const auto run_cublas = [&] { cublas.run(); };
+
   tb::timing_options options;
   options.flush_l2 = true;
-  tb::time_on_stream(state, stream, [&] { gemm_example::gemm<Cluster>(args, stream); }, options);
+  tb::gpu_timer ours_timer(stream, options), cublas_timer(stream, options);
+  ours_timer.warm_up(run_ours);
+  cublas_timer.warm_up(run_cublas);
+  std::vector<double> ours, theirs;
+  for (auto _ : state) {
+    const double seconds = ours_timer.time_once(run_ours);
+    state.SetIterationTime(seconds);
+    ours.push_back(seconds);
+    theirs.push_back(cublas_timer.time_once(run_cublas));
+  }
+  const double ours_median = tb::median(ours), cublas_median = tb::median(theirs);
+  state.counters[tb::median_time_counter] = ours_median * tb::microseconds_per_second;
   tb::set_throughput(state, flops, 0);
-
-  tb::cublas_bf16_gemm cublas(m, n, k, stream);
-  const tb::timing t = tb::time_runs(stream, cublas_runs, [&] { cublas.run(); }, options);
-  const double cublas_tflops = flops / tb::flops_per_tflop / t.median_seconds;
+  const double cublas_tflops = flops / tb::flops_per_tflop / cublas_median;
   tb::set_ratio(state, "cublas_TFLOP/s", cublas_tflops);
-  tb::ceiling_ratio(state, tb::cublas_ratio_counter, state.counters[tb::tflops_counter].value, cublas_tflops);
+  tb::ceiling_ratio(state, tb::cublas_ratio_counter, flops / tb::flops_per_tflop / ours_median, cublas_tflops);
 }
 
 // Square sizes of the issue plus a skinny problem (few, long columns of C).
