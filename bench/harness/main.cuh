@@ -87,10 +87,7 @@ inline main_options parse_arguments(int& argc, char** argv) {
   return options;
 }
 
-inline bool gpu_required() {
-  const char* value = std::getenv("TILEKIT_REQUIRE_GPU");
-  return value != nullptr && std::strcmp(value, "1") == 0;
-}
+inline bool gpu_required() { return gpu_required_by_environment(); }  // core/device.cuh
 
 // Why this process cannot benchmark on `device` ("" when it can).
 inline std::string gpu_unavailable_reason(int device) {

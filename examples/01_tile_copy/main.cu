@@ -93,7 +93,7 @@ int main() {
 
   if (visible_device_count() == 0 || !query_device(0).is_hopper()) {
     std::printf("01_tile_copy: SKIPPED - needs an sm_90 (Hopper) GPU; none is visible.\n");
-    return 0;
+    return gpu_required_by_environment() ? 1 : 0;  // TILEKIT_REQUIRE_GPU=1: a missing GPU is an error
   }
 
   // Random input in [-1, 1), rounded to bf16.

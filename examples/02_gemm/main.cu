@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
   // --quick: small shapes only (for compute-sanitizer runs).
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   if (!tilekit::current_device_is_hopper()) {
-    std::printf("02_gemm: no sm_90 (Hopper) GPU on this machine; nothing to run.\n");
-    return 0;
+    std::printf("02_gemm: SKIPPED - no sm_90 (Hopper) GPU on this machine; nothing to run.\n");
+    return tilekit::gpu_required_by_environment() ? 1 : 0;  // TILEKIT_REQUIRE_GPU=1: a missing GPU is an error
   }
   std::printf("02_gemm: C = A * B^T, bf16 in, fp32 accumulate, bf16 out (%s)\n", tilekit::query_device().name.c_str());
   std::mt19937 rng(2026);

@@ -25,10 +25,7 @@ std::string gpu_unavailable_reason() {
   return reason;
 }
 
-bool gpu_required() {
-  const char* v = std::getenv("TILEKIT_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
+bool gpu_required() { return gpu_required_by_environment(); }
 
 uint64_t test_seed() {
   uint64_t base = 20261129;

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -71,6 +72,13 @@ inline int visible_device_count() {
     return 0;
   }
   return n;
+}
+
+// True when the environment asks for GPU work to be mandatory (TILEKIT_REQUIRE_GPU=1, set on
+// GPU machines): tests and examples then fail instead of skipping when no sm_90 GPU is present.
+inline bool gpu_required_by_environment() {
+  const char* value = std::getenv("TILEKIT_REQUIRE_GPU");
+  return value != nullptr && std::string(value) == "1";
 }
 
 // True when a compute capability 9.0 device (H100/H200) is the current device.
