@@ -15,6 +15,7 @@ or install editable:                  pip install --no-build-isolation --no-deps
 
 import glob
 import os
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -81,6 +82,11 @@ def _extension():
         depends=depends,
         libraries=["cudart"],
         extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
+        # Link the process's shared libstdc++ explicitly. On the GPU machine's image the
+        # compiler (/opt/gcc) otherwise pulled a static libstdc++ copy into _C.so, and the first
+        # std::ostringstream in that copy (an error message of the kernels' argument checks)
+        # crashed in its uninitialised locale facets (cuda-gdb backtrace, 2026-11-29).
+        extra_link_args=["-l:libstdc++.so.6"] if sys.platform.startswith("linux") else [],
     )
 
 
