@@ -89,19 +89,6 @@ inline main_options parse_arguments(int& argc, char** argv) {
 
 inline bool gpu_required() { return gpu_required_by_environment(); }  // core/device.cuh
 
-// Why this process cannot benchmark on `device` ("" when it can).
-inline std::string gpu_unavailable_reason(int device) {
-  const int count = visible_device_count();
-  if (count == 0) return "no CUDA device is visible (no driver, no GPU, or CUDA_VISIBLE_DEVICES hides it)";
-  if (device < 0 || device >= count)
-    return ::tilekit::detail::concat("--tilekit_device=", device, " but only ", count, " device(s) are visible");
-  const device_info info = query_device(device);
-  if (!info.is_hopper())
-    return ::tilekit::detail::concat("device ", device, " is ", info.name, " (sm_", info.cc_major, info.cc_minor,
-                                     "), tilekit benchmarks need sm_90 (H100/H200)");
-  return "";
-}
-
 inline void add_context(const std::string& key, const std::string& value) {
   benchmark::AddCustomContext(key, value);
 }
@@ -166,7 +153,7 @@ inline int run_main(int argc, char** argv) {
       benchmark::Shutdown();
       return 0;
     }
-    const std::string reason = detail::gpu_unavailable_reason(options.device);
+    const std::string reason = hopper_unavailable_reason(options.device);  // core/device.cuh
     if (!reason.empty()) {
       if (detail::gpu_required()) {
         std::fprintf(stderr, "tilekit bench: TILEKIT_REQUIRE_GPU=1 but %s\n", reason.c_str());

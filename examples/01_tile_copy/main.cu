@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tilekit/core/device.cuh"
@@ -91,8 +92,8 @@ int main() {
   // through a slower element-by-element path.)
   constexpr int64_t rows = 1000, cols = 296;
 
-  if (visible_device_count() == 0 || !query_device(0).is_hopper()) {
-    std::printf("01_tile_copy: SKIPPED - needs an sm_90 (Hopper) GPU; none is visible.\n");
+  if (const std::string reason = hopper_unavailable_reason(0); !reason.empty()) {
+    std::printf("01_tile_copy: SKIPPED - needs an sm_90 (Hopper) GPU: %s\n", reason.c_str());
     return gpu_required_by_environment() ? 1 : 0;  // TILEKIT_REQUIRE_GPU=1: a missing GPU is an error
   }
 

@@ -90,8 +90,8 @@ bool run_shape(int m, int n, int k, std::mt19937& rng) {
 int main(int argc, char** argv) {
   // --quick: small shapes only (for compute-sanitizer runs).
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  if (!tilekit::current_device_is_hopper()) {
-    std::printf("02_gemm: SKIPPED - no sm_90 (Hopper) GPU on this machine; nothing to run.\n");
+  if (const std::string reason = tilekit::hopper_unavailable_reason(0); !reason.empty()) {
+    std::printf("02_gemm: SKIPPED - needs an sm_90 (Hopper) GPU: %s\n", reason.c_str());
     return tilekit::gpu_required_by_environment() ? 1 : 0;  // TILEKIT_REQUIRE_GPU=1: a missing GPU is an error
   }
   std::printf("02_gemm: C = A * B^T, bf16 in, fp32 accumulate, bf16 out (%s)\n", tilekit::query_device().name.c_str());

@@ -8,20 +8,7 @@
 namespace tilekit::testing {
 
 std::string gpu_unavailable_reason() {
-  static const std::string reason = [] {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      return std::string("no usable CUDA device (") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
-    }
-    if (n == 0) return std::string("no CUDA device");
-    const device_info d = query_device(0);
-    if (!d.is_hopper())
-      return "device 0 is " + d.name + " (sm_" + std::to_string(d.cc_major) + std::to_string(d.cc_minor) +
-             "), tilekit needs sm_90";
-    return std::string();
-  }();
+  static const std::string reason = hopper_unavailable_reason(0);
   return reason;
 }
 

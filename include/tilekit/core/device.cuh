@@ -74,6 +74,27 @@ inline int visible_device_count() {
   return n;
 }
 
+// Why device `ordinal` cannot run tilekit's sm_90 kernels, or "" when it can: no usable driver
+// or GPU, no such device, or not compute capability 9.0. Tests (skip reason), benchmarks and
+// examples all report this one text. A failed device query's sticky error is cleared.
+inline std::string hopper_unavailable_reason(int ordinal = 0) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return detail::concat("no usable CUDA device (", cudaGetErrorName(status), ": ", cudaGetErrorString(status),
+                          ")");
+  }
+  if (count == 0) return "no CUDA device is visible";
+  if (ordinal < 0 || ordinal >= count)
+    return detail::concat("device ", ordinal, " was asked for, but only ", count, " device(s) are visible");
+  const device_info d = query_device(ordinal);
+  if (!d.is_hopper())
+    return detail::concat("device ", ordinal, " is ", d.name, " (sm_", d.cc_major, d.cc_minor,
+                          "), tilekit needs sm_90 (H100/H200)");
+  return "";
+}
+
 // True when the environment asks for GPU work to be mandatory (TILEKIT_REQUIRE_GPU=1, set on
 // GPU machines): tests and examples then fail instead of skipping when no sm_90 GPU is present.
 inline bool gpu_required_by_environment() {
