@@ -33,6 +33,7 @@
 #include "tilekit/ops/sync/named_barrier.cuh"
 
 // pipeline: stage rings, warp specialization, persistent schedulers
+#include "tilekit/pipeline/row_stream.cuh"
 #include "tilekit/pipeline/scheduler.cuh"
 #include "tilekit/pipeline/stage_ring.cuh"
 #include "tilekit/pipeline/warp_specialization.cuh"

@@ -1,24 +1,25 @@
 // Cross-entropy forward (optionally with dlogits) and backward (see cross_entropy.h for the
-// contract, softmax/row_schedule.cuh for how rows map onto warps, CTAs and clusters).
+// contract, common/row_kernel.cuh for how rows are streamed and mapped onto warps, CTAs and
+// clusters).
 //
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf);
 //   2. thread-local statistics: m = max, s = sum exp(x - m) (the exponentials stay in the
-//      registers), the sum of the logits (label smoothing only), and the label's logit (one
-//      scalar load by the row's leader thread);
+//      registers), the sum of the logits (label smoothing only), and the label's logit (from
+//      the registers of the one thread that owns its column);
 //   3. ONE reduction of these four numbers (ce_stats_op: an online-softmax combine for
 //      (m, s), plain sums for the others), so the row needs a single CTA/cluster exchange;
 //   4. lse = M + log S; the leader writes loss and lse; with the fused gradient every thread
 //      turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V - (1 - eps) [c == t]).
-// Backward: every element is independent once lse is known, so it is a streaming map over
-// [rows, vocab] blocks (no reduction): read logits, write dlogits.
+// Backward: every element is independent once lse is known (no reduction): read logits, write
+// dlogits. Labels, lse and upstream gradients are per-row scalars fetched one item ahead.
 #include "cross_entropy/cross_entropy.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "softmax/arg_checks.h"
-#include "softmax/row_schedule.cuh"
+#include "common/arg_checks.h"
+#include "common/row_kernel.cuh"
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/math.cuh"
 #include "tilekit/ops/reduce.cuh"
@@ -57,7 +58,7 @@ struct ce_forward_params {
   void* dlogits;
   const float* grad_per_row;
   int64_t rows;
-  int vocab;
+  int cols;  // vocabulary size
   int64_t logits_row_stride;
   int64_t dlogits_row_stride;
   int64_t ignore_index;
@@ -73,7 +74,7 @@ struct ce_backward_params {
   const float* lse;
   const float* grad_per_row;
   int64_t rows;
-  int vocab;
+  int cols;  // vocabulary size
   int64_t logits_row_stride;
   int64_t dlogits_row_stride;
   int64_t ignore_index;
@@ -82,53 +83,93 @@ struct ce_backward_params {
   float grad_scale;
 };
 
+// What a row needs besides its logits: its label (and for the backward its lse and upstream
+// gradient), fetched one item ahead by the row kernel.
+struct ce_row {
+  int64_t label = 0;
+  float lse = 0.f;
+  float grad = 0.f;  // upstream gradient of the row before grad_scale (1 without grad_per_row)
+};
+
+template <class P>
+TILEKIT_DEVICE TILEKIT_INLINE ce_row fetch_ce_row(const P& p, int64_t row, bool with_lse) {
+  ce_row r;
+  r.label = p.labels[row];
+  r.grad = p.grad_per_row ? p.grad_per_row[row] : 1.f;
+  if (with_lse) r.lse = p.lse[row];
+  return r;
+}
+
 // Upstream gradient of a row: 0 for ignored rows, NaN for invalid labels.
-TILEKIT_DEVICE TILEKIT_INLINE float row_gradient(const float* grad_per_row, float grad_scale, int64_t row, bool ignored,
-                                                 bool label_in_range) {
+TILEKIT_DEVICE TILEKIT_INLINE float row_gradient(const ce_row& r, float grad_scale, bool ignored, bool label_in_range) {
   if (ignored) return 0.f;
   if (!label_in_range) return invalid_label_marker;
-  return grad_per_row ? grad_scale * grad_per_row[row] : grad_scale;
+  return grad_scale * r.grad;
 }
 
 // The register (0..Layout::elements-1) of `thread` that holds column `column` of the chunk, or
-// -1 when another thread holds it (or column < 0). The output loops then compare a constant
-// register index with one integer instead of recomputing every register's column.
+// -1 when another thread holds it (or column < 0). The loops then compare a constant register
+// index with one integer instead of recomputing every register's column.
 template <class Layout>
-TILEKIT_DEVICE TILEKIT_INLINE int register_of_column(int column, int thread) {
-  if (column < 0) return -1;
-  const int group = column / Layout::group_elements;
-  const int group_in_thread = group / Layout::threads;
-  if (group % Layout::threads != thread || group_in_thread >= Layout::groups) return -1;
-  return group_in_thread * Layout::group_elements + column % Layout::group_elements;
+TILEKIT_DEVICE TILEKIT_INLINE int register_of_column(int64_t column, int thread) {
+  if (column < 0 || column >= Layout::columns) return -1;
+  const int c = int(column);
+  const int group = c / Layout::group_elements;
+  if (group % Layout::threads != thread) return -1;
+  return (group / Layout::threads) * Layout::group_elements + c % Layout::group_elements;
 }
 
-template <int ConfigIndex, class T, bool WriteGradient>
-__global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
-    cross_entropy_forward_kernel(const ce_forward_params p) {
-  using schedule = row_schedule<ConfigIndex, T>;
-  using layout = typename schedule::layout;
-  __shared__ typename schedule::template reduce_storage<ce_stats> storage;
-  schedule::begin(storage);
-  const auto at = schedule::locate();
-  if (at.row < p.rows) {
-    const int64_t label = p.labels[at.row];
-    const bool ignored = label == p.ignore_index;
-    const bool label_in_range = label >= 0 && label < p.vocab;
-    const int chunk_cols = p.vocab - at.chunk_start;
-    const T* logits_row = static_cast<const T*>(p.logits) + at.row * p.logits_row_stride;
+// dlogits_j = g * (p_j * (1 + 2 z lse) - eps / V - (1 - eps) [j == label]), with the
+// probabilities p_j = values[j] * probability_scale / (g * (1 + 2 z lse)) folded into one scale.
+template <class Layout>
+TILEKIT_DEVICE TILEKIT_INLINE void write_dlogits(float (&values)[Layout::elements], float probability_scale, float g,
+                                                 float smoothing, int vocab, int label_register) {
+  const float uniform_target = g * smoothing / float(vocab);
+  const float label_target = g * (1.f - smoothing);
+#pragma unroll
+  for (int j = 0; j < Layout::elements; ++j) {
+    const float target = j == label_register ? label_target + uniform_target : uniform_target;
+    values[j] = fmaf(values[j], probability_scale, -target);
+  }
+}
 
-    // One thread fetches the label's logit (its line is in L2 a moment later anyway) and feeds
-    // it to the reduction; everyone else contributes 0.
-    float label_logit = 0.f;
-    if (at.leader && label_in_range && !ignored) label_logit = convert<float>(logits_row[label]);
+// Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows).
+template <class T, bool WriteGradient>
+struct ce_forward_op {
+  using element = T;
+  using reduce_value = ce_stats;
+  using params = ce_forward_params;
+  using row_scalars = ce_row;
+  static constexpr int inputs = 1;
+  static constexpr bool per_worker_results = false;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
+    return {static_cast<const T*>(p.logits), p.logits_row_stride};
+  }
+  TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, false); }
+  template <class S>
+  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
+  template <class S>
+  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
+
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
+                                         const T* (&in)[1], const Ctx& ctx) {
+    using layout = typename S::layout;
+    const bool ignored = r.label == p.ignore_index;
+    const bool label_in_range = r.label >= 0 && r.label < p.cols;
+    const int cols = p.cols - at.col0;
+    // The register holding the label's logit in this thread (-1: elsewhere, ignored or invalid).
+    const int label_register =
+        label_in_range && !ignored ? register_of_column<layout>(r.label - at.col0, at.thread) : -1;
 
     float values[layout::elements];
-    load_row<layout, cache_policy::streaming>(values, logits_row + at.chunk_start, chunk_cols, at.thread, -infinity);
-    float my_sum_logits = 0.f;
-    if (p.label_smoothing != 0.f) {
+    load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
+    float my_sum_logits = 0.f, label_logit = 0.f;
 #pragma unroll
-      for (int j = 0; j < layout::elements; ++j)
-        if (layout::column(at.thread, j) < chunk_cols) my_sum_logits += values[j];
+    for (int j = 0; j < layout::elements; ++j) {
+      if (p.label_smoothing != 0.f && layout::column(at.thread, j) < cols) my_sum_logits += values[j];
+      if (j == label_register) label_logit = values[j];
     }
     float my_max = -infinity;
 #pragma unroll
@@ -145,91 +186,73 @@ __global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
       for (int j = 0; j < layout::elements; ++j) values[j] = 0.f;  // see softmax.cu
     }
 
-    const ce_stats row =
-        schedule::reduce(ce_stats{my_max, my_sum_exp, my_sum_logits, label_logit}, ce_stats_op{}, storage);
-    const float lse = row.max + logf(row.sum_exp);
+    const ce_stats total = ctx.reduce(ce_stats{my_max, my_sum_exp, my_sum_logits, label_logit}, ce_stats_op{});
+    const float lse = total.max + logf(total.sum_exp);
     const float smoothing = p.label_smoothing;
-    if (at.leader) {
-      if (p.lse) p.lse[at.row] = lse;
+    if (at.leader()) {
+      if (p.lse) p.lse[row] = lse;
       float loss = 0.f;
       if (!ignored) {
-        loss = label_in_range ? lse - (1.f - smoothing) * row.label_logit -
-                                    smoothing * (row.sum_logits / float(p.vocab)) + p.z_loss_weight * lse * lse
+        loss = label_in_range ? lse - (1.f - smoothing) * total.label_logit -
+                                    smoothing * (total.sum_logits / float(p.cols)) + p.z_loss_weight * lse * lse
                               : invalid_label_marker;
       }
-      p.loss[at.row] = loss;
+      p.loss[row] = loss;
     }
 
     if constexpr (WriteGradient) {
-      const float g = row_gradient(p.grad_per_row, p.grad_scale, at.row, ignored, label_in_range);
+      const float g = row_gradient(r, p.grad_scale, ignored, label_in_range);
       // p_j = values[j] * exp(my_max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =
-          exp2_fast((my_max - row.max) * log2e) / row.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
-      const float uniform_target = g * smoothing / float(p.vocab);
-      const float label_target = g * (1.f - smoothing);
-      // The label's column inside this CTA's chunk (-1 when elsewhere, ignored or invalid).
-      const int64_t label_in_chunk = label - at.chunk_start;
-      const int label_column =
-          label_in_range && !ignored && label_in_chunk >= 0 && label_in_chunk < schedule::chunk_columns
-              ? int(label_in_chunk)
-              : -1;
-      const int label_register = register_of_column<layout>(label_column, at.thread);
-#pragma unroll
-      for (int j = 0; j < layout::elements; ++j) {
-        const float target = j == label_register ? label_target + uniform_target : uniform_target;
-        values[j] = fmaf(values[j], probability_scale, -target);
-      }
-      T* dlogits_row = static_cast<T*>(p.dlogits) + at.row * p.dlogits_row_stride + at.chunk_start;
-      store_row<layout, cache_policy::streaming>(dlogits_row, values, chunk_cols, at.thread);
+          exp2_fast((my_max - total.max) * log2e) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
+      write_dlogits<layout>(values, probability_scale, g, smoothing, p.cols, label_register);
+      store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0,
+                                                 values, cols, at.thread);
     }
   }
-  schedule::end();
-}
+};
 
-// Backward: a [rows, vocab] map. CTA (blockIdx.x, blockIdx.y) handles the column chunk
-// blockIdx.x of rows blockIdx.y, blockIdx.y + gridDim.y, ... (gridDim.y <= 65535).
-constexpr int backward_threads = 256;
-constexpr int backward_groups_per_thread = 2;  // 2 x 16-byte loads in flight per thread
-constexpr int64_t max_grid_y = 65535;
-
+// Backward: every element is independent once lse is known (no reduction): read logits,
+// write dlogits, through the same streamed rows as the forward.
 template <class T>
-using backward_layout = row_layout<backward_threads, backward_groups_per_thread, vector_elements<T>>;
+struct ce_backward_op {
+  using element = T;
+  using reduce_value = float;
+  using params = ce_backward_params;
+  using row_scalars = ce_row;
+  static constexpr int inputs = 1;
+  static constexpr bool per_worker_results = false;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
+    return {static_cast<const T*>(p.logits), p.logits_row_stride};
+  }
+  TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, true); }
+  template <class S>
+  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
+  template <class S>
+  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
-template <class T>
-__global__ void __launch_bounds__(backward_threads) cross_entropy_backward_kernel(const ce_backward_params p) {
-  using layout = backward_layout<T>;
-  const int chunk_start = int(blockIdx.x) * layout::columns;
-  const int chunk_cols = p.vocab - chunk_start;
-  const float smoothing = p.label_smoothing;
-  for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
-    const int64_t label = p.labels[row];
-    const bool ignored = label == p.ignore_index;
-    const bool label_in_range = label >= 0 && label < p.vocab;
-    const float lse = p.lse[row];
-    const float g = row_gradient(p.grad_per_row, p.grad_scale, row, ignored, label_in_range);
-    const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * lse);
-    const float uniform_target = g * smoothing / float(p.vocab);
-    const float label_target = g * (1.f - smoothing);
-    const int64_t label_in_chunk = label - chunk_start;
-    const int label_column = label_in_range && !ignored && label_in_chunk >= 0 && label_in_chunk < layout::columns
-                                 ? int(label_in_chunk)
-                                 : -1;
-
-    const int label_register = register_of_column<layout>(label_column, int(threadIdx.x));
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
+                                         const T* (&in)[1], const Ctx&) {
+    using layout = typename S::layout;
+    const bool ignored = r.label == p.ignore_index;
+    const bool label_in_range = r.label >= 0 && r.label < p.cols;
+    const int cols = p.cols - at.col0;
+    const int label_register =
+        label_in_range && !ignored ? register_of_column<layout>(r.label - at.col0, at.thread) : -1;
+    const float g = row_gradient(r, p.grad_scale, ignored, label_in_range);
 
     float values[layout::elements];
-    const T* logits_row = static_cast<const T*>(p.logits) + row * p.logits_row_stride + chunk_start;
-    load_row<layout, cache_policy::streaming>(values, logits_row, chunk_cols, int(threadIdx.x), 0.f);
+    load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
 #pragma unroll
-    for (int j = 0; j < layout::elements; ++j) {
-      const float probability = exp2_fast((values[j] - lse) * log2e);
-      const float target = j == label_register ? label_target + uniform_target : uniform_target;
-      values[j] = fmaf(probability, probability_scale, -target);
-    }
-    T* dlogits_row = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + chunk_start;
-    store_row<layout, cache_policy::streaming>(dlogits_row, values, chunk_cols, int(threadIdx.x));
+    for (int j = 0; j < layout::elements; ++j) values[j] = exp2_fast((values[j] - r.lse) * log2e);
+    write_dlogits<layout>(values, g * (1.f + 2.f * p.z_loss_weight * r.lse), g, p.label_smoothing, p.cols,
+                          label_register);
+    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0,
+                                               values, cols, at.thread);
   }
-}
+};
 
 template <class F>
 void dispatch_type(dtype type, F&& f) {
@@ -315,13 +338,8 @@ void cross_entropy_forward(const cross_entropy_forward_args& a, cudaStream_t str
                                          a.grad_scale};
   const bool write_gradient = a.dlogits != nullptr;
   detail::dispatch_type(a.type, [&]<class T>() {
-    detail::dispatch_row_config(detail::row_config_index(a.vocab), [&]<int I>() {
-      using schedule = detail::row_schedule<I, T>;
-      if (write_gradient)
-        detail::launch_rows<schedule>(detail::cross_entropy_forward_kernel<I, T, true>, a.rows, stream, params);
-      else
-        detail::launch_rows<schedule>(detail::cross_entropy_forward_kernel<I, T, false>, a.rows, stream, params);
-    });
+    if (write_gradient) detail::run_rows<detail::ce_forward_op<T, true>>(params, stream);
+    else detail::run_rows<detail::ce_forward_op<T, false>>(params, stream);
   });
 }
 
@@ -340,12 +358,8 @@ void cross_entropy_backward(const cross_entropy_backward_args& a, cudaStream_t s
                                           a.label_smoothing,
                                           a.z_loss_weight,
                                           a.grad_scale};
-  detail::dispatch_type(a.type, [&]<class T>() {
-    const unsigned chunks = unsigned(ceil_div(a.vocab, int64_t(detail::backward_layout<T>::columns)));
-    const unsigned row_blocks = unsigned(std::min(a.rows, detail::max_grid_y));
-    detail::cross_entropy_backward_kernel<T><<<dim3(chunks, row_blocks), detail::backward_threads, 0, stream>>>(params);
-    TILEKIT_CHECK_LAUNCH("cross_entropy_backward_kernel");
-  });
+  detail::dispatch_type(a.type,
+                        [&]<class T>() { detail::run_rows<detail::ce_backward_op<T>>(params, stream); });
 }
 
 }  // namespace tilekit::kernels

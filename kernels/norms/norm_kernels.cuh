@@ -2,12 +2,12 @@
 // Device code and launch plumbing shared by the RMSNorm / LayerNorm forward and backward
 // (internal to kernels/norms; the public API is norms.h).
 //
-// Plan (QuACK-style): every input byte is read once. The part of a row a thread owns stays in
-// registers (fp32) between the reductions and the output pass; a row is spread over a warp, a
-// CTA, or a cluster of CTAs depending on its width (the table below), and reduced with the
-// ladder of tilekit/ops/reduce.cuh. Global accesses go through tilekit/ops/row_io.cuh, whose
-// register layout depends only on column indices, so x, w, b, dy and the outputs of a row line
-// up in the same registers whatever their dtypes and alignments.
+// Plan: every input byte is read once from HBM. Rows stream through shared memory and are
+// spread over a warp, a group of warps, a CTA or a cluster of CTAs by the row kernel
+// (common/row_kernel.cuh: size classes, persistent workers, bulk-copy prefetch, reduction
+// ladder); this file holds only the math of one row, as row ops. Register layouts come from
+// tilekit/ops/row_io.cuh and depend only on column indices, so x, w, b, dy and the outputs of a
+// row line up in the same registers whatever their dtypes and alignments.
 
 #include <cuda_runtime.h>
 
@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/row_kernel.cuh"
 #include "norms/norms.h"
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/error.cuh"
@@ -27,113 +28,9 @@
 #include "tilekit/ops/sync/cluster.cuh"
 
 namespace tilekit::kernels::norms_detail {
+using namespace ::tilekit::kernels::detail;  // the row kernel: row_config, row_place, run_rows, ...
 
 enum class norm_kind { rms, layer };
-
-// ---------------------------------------------------------------------------------------------
-// Configuration table: how a row is spread over threads, chosen from cols (the first class
-// whose coverage reaches cols). `Elements` = fp32 registers per thread per row: 32 keeps a
-// 512-thread CTA under 128 registers per thread with the weight also in registers.
-//   ThreadsPerRow 32 -> a warp per row (RowsPerCta rows per CTA), warp-shuffle reduction only;
-//   ThreadsPerRow = CTA -> a CTA per row, block_reduce;
-//   Clustered -> a row over a cluster of 2..16 such CTAs (cols / 16384 rounded up), DSMEM
-//   reduction. 16 x 512 threads x 32 = 262144 = max_norm_cols.
-// ---------------------------------------------------------------------------------------------
-template <int ThreadsPerRow, int RowsPerCta, int Elements, bool Clustered>
-struct norm_config {
-  static_assert(ThreadsPerRow == warp_threads || RowsPerCta == 1,
-                "several rows per CTA only with a warp per row (block_reduce spans the whole CTA)");
-  static_assert(!Clustered || RowsPerCta == 1, "a clustered row occupies whole CTAs");
-  static constexpr int threads_per_row = ThreadsPerRow;
-  static constexpr int rows_per_cta = RowsPerCta;
-  static constexpr int threads = ThreadsPerRow * RowsPerCta;
-  static constexpr int elements = Elements;
-  static constexpr bool warp_per_row = ThreadsPerRow == warp_threads;
-  static constexpr bool clustered = Clustered;
-  // Columns one CTA (or one warp, for warp_per_row) covers.
-  static constexpr int columns = ThreadsPerRow * Elements;
-  // Register budget: at least min_ctas_per_sm CTAs of this size per SM, i.e. at most 128
-  // registers per thread. Without a cap ptxas spends up to 255 registers hoisting loads,
-  // which halves the resident warps that hide HBM latency.
-  static constexpr int min_ctas_per_sm = threads >= 512 ? 1 : 512 / threads;
-  template <class T>
-  using layout = row_layout<ThreadsPerRow, Elements / vector_elements<T>, vector_elements<T>>;
-};
-
-// Forward: x and w in registers (2 x Elements floats per thread).
-struct forward_table {
-  using classes = std::tuple<norm_config<32, 8, 8, false>,    // cols <= 256
-                             norm_config<32, 8, 32, false>,   // cols <= 1024
-                             norm_config<128, 1, 16, false>,  // cols <= 2048
-                             norm_config<256, 1, 16, false>,  // cols <= 4096
-                             norm_config<256, 1, 32, false>,  // cols <= 8192
-                             norm_config<512, 1, 32, false>,  // cols <= 16384
-                             norm_config<512, 1, 32, true>>;  // cols <= 262144, 2..16 CTAs per row
-};
-// Backward: x, dy (and transients of the two reductions) in registers, w / dw / db in shared
-// memory; at 32 registers per array ptxas spilled under the 128-register cap, so every class
-// holds 16 values and uses twice the threads.
-struct backward_table {
-  using classes = std::tuple<norm_config<32, 8, 8, false>,     // cols <= 256
-                             norm_config<32, 8, 16, false>,    // cols <= 512
-                             norm_config<64, 1, 16, false>,    // cols <= 1024
-                             norm_config<128, 1, 16, false>,   // cols <= 2048
-                             norm_config<256, 1, 16, false>,   // cols <= 4096
-                             norm_config<512, 1, 16, false>,   // cols <= 8192
-                             // cols <= 262144, 1..16 CTAs of 16384 columns per row. (1024-thread
-                             // CTAs spilled under their 64-register cap; the clustered 512 x 32
-                             // variant fits in 128, and a cluster of 1 serves cols <= 16384.)
-                             norm_config<512, 1, 32, true>>;
-};
-
-// Index of the first class of Table whose coverage reaches cols (the last one, clustered,
-// covers everything up to max_norm_cols).
-template <class Table, size_t I = 0>
-constexpr size_t size_class_index(int64_t cols) {
-  using C = std::tuple_element_t<I, typename Table::classes>;
-  if constexpr (I + 1 == std::tuple_size_v<typename Table::classes>) {
-    static_assert(C::clustered && C::columns * int64_t(max_cluster_ctas) >= max_norm_cols,
-                  "the last class of a table must be clustered and cover max_norm_cols");
-    return I;
-  } else {
-    return cols <= C::columns ? I : size_class_index<Table, I + 1>(cols);
-  }
-}
-
-// Call f.template operator()<Config>() for the size class of cols in Table.
-template <class Table, class F, size_t I = 0>
-void dispatch_size_class(int64_t cols, F&& f) {
-  if constexpr (I < std::tuple_size_v<typename Table::classes>) {
-    if (size_class_index<Table>(cols) == I) f.template operator()<std::tuple_element_t<I, typename Table::classes>>();
-    else dispatch_size_class<Table, F, I + 1>(cols, std::forward<F>(f));
-  }
-}
-
-// CTAs per row (1 unless clustered; a clustered class may also use clusters of 1).
-template <class Table>
-int cluster_ctas(int64_t cols) {
-  using last = std::tuple_element_t<std::tuple_size_v<typename Table::classes> - 1, typename Table::classes>;
-  return size_class_index<Table>(cols) + 1 == std::tuple_size_v<typename Table::classes>
-             ? int(ceil_div<int64_t>(cols, last::columns))
-             : 1;
-}
-
-// Backward workers: a fixed number of CTAs (two per SM of a 132-SM H100 / H200) loop over the
-// rows and each keeps one fp32 partial of dw / db. A constant rather than the device's SM
-// count makes the workspace size and the summation order, hence the bits of dw, independent
-// of the device.
-inline constexpr int64_t backward_target_ctas = 264;
-
-inline int64_t backward_workers(int64_t rows, int64_t cols) {
-  int64_t workers = 0;
-  dispatch_size_class<backward_table>(cols, [&]<class Config>() {
-    if constexpr (Config::warp_per_row)
-      workers = std::min(ceil_div<int64_t>(rows, Config::rows_per_cta), backward_target_ctas);
-    else
-      workers = std::min(rows, std::max<int64_t>(1, backward_target_ctas / cluster_ctas<backward_table>(cols)));
-  });
-  return workers;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Kernel parameters (one struct for both norms; unused fields are null).
@@ -151,7 +48,7 @@ struct forward_params {
   int64_t residual_out_stride;
   float* mean;
   float* rstd;
-  int rows;
+  int64_t rows;
   int cols;
   float eps;
 };
@@ -170,7 +67,7 @@ struct backward_params {
   int64_t dresidual_out_stride;
   float* dweight_partials;  // [workers, cols] or null
   float* dbias_partials;    // [workers, cols] or null
-  int rows;
+  int64_t rows;
   int cols;
   float eps;
 };
@@ -183,7 +80,7 @@ inline bool is_input_dtype(dtype t) { return t == dtype::bf16 || t == dtype::fp1
 inline void check_shape(int64_t rows, int64_t cols) {
   TILEKIT_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
   TILEKIT_CHECK_ARG(cols >= 1 && cols <= max_norm_cols, "cols must be in [1, ", max_norm_cols, "], got ", cols);
-  // Forward grids have rows * CTAs-per-row CTAs (at most 2^31 - 1 along x).
+  // Grids have up to rows * CTAs-per-row CTAs (at most 2^31 - 1 along x).
   TILEKIT_CHECK_ARG(rows <= int64_t(INT32_MAX) / max_cluster_ctas, "rows must be <= ",
                     int64_t(INT32_MAX) / max_cluster_ctas, ", got ", rows);
 }
@@ -212,40 +109,11 @@ inline void check_eps(float eps) {
   TILEKIT_CHECK_ARG(eps > 0.0f && eps < infinity, "eps must be positive and finite, got ", eps);
 }
 
-// Bytes of fp32 partials: one [workers, cols] array per reduced gradient.
+// Bytes of fp32 partials: one [max workers, cols] array per reduced gradient (the worker count
+// of a launch is at most max_row_workers: one per SM, fewer for few rows).
 inline size_t backward_workspace_bytes(int64_t rows, int64_t cols, int gradients) {
   check_shape(rows, cols);
-  return size_t(gradients) * size_t(backward_workers(rows, cols)) * size_t(cols) * sizeof(float);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Launch: cudaLaunchKernelEx with the cluster dimension as a launch attribute (the size is a
-// run-time choice). Clusters above the portable 8 need the non-portable attribute (HOPPER_NOTES
-// 7.1).
-// ---------------------------------------------------------------------------------------------
-template <class Kernel, class Params>
-void launch(Kernel kernel, int64_t grid, int threads, bool clustered, int cluster, size_t shared_bytes,
-            cudaStream_t stream, const Params& params, const char* what) {
-  if (cluster > 8) TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  // The 48 KiB default limit counts static + dynamic shared memory (HOPPER_NOTES 9.1): a
-  // kernel with 48 KiB of dynamic slots and a few static bytes of reduction scratch needs the
-  // opt-in too, so raise the limit for every kernel that takes dynamic shared memory.
-  if (shared_bytes > 0)
-    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = clustered ? 1 : 0;  // clustered kernels read %cluster_* registers: launch as clusters, even of 1
-  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, params));
-  TILEKIT_CHECK_LAUNCH(what);
+  return size_t(gradients) * size_t(detail::max_row_workers(rows, cols)) * size_t(cols) * sizeof(float);
 }
 
 // Call f.template operator()<T, W>() for the run-time dtypes (validated before).
@@ -266,273 +134,366 @@ struct sum2_op {
   TILEKIT_HOST_DEVICE static constexpr float2 identity() { return float2{0.0f, 0.0f}; }
 };
 
-// Shared memory of the reduction for a size class: nothing is used by a warp per row, a
-// block_reduce scratch by a CTA per row, a cluster_reduce scratch by a clustered row.
-template <class Config, class T>
-struct reduce_scratch {
-  std::conditional_t<Config::clustered, cluster_reduce_scratch<Config::threads, T>,
-                     block_reduce_scratch<Config::threads, T>>
-      storage;
-};
-
-template <class Config, class T, class Op>
-TILEKIT_DEVICE TILEKIT_INLINE T row_reduce(T value, Op op, reduce_scratch<Config, T>& scratch) {
-  if constexpr (Config::warp_per_row) return warp_reduce(value, op);
-  else if constexpr (Config::clustered) return cluster_reduce<Config::threads>(value, op, scratch.storage);
-  else return block_reduce<Config::threads>(value, op, scratch.storage.values);
-}
-
-template <class Config>
-TILEKIT_DEVICE TILEKIT_INLINE void init_reduce_scratch(reduce_scratch<Config, float>& a,
-                                                       reduce_scratch<Config, float2>* b = nullptr) {
-  if constexpr (Config::clustered) {
-    if (threadIdx.x == 0) {
-      a.storage.init();
-      if (b) b->storage.init();
-    }
-    init_barriers_fence();
-    cluster::sync();
-  }
-}
-
-// Where this thread's share of a row is: the row, the thread's index among the row's threads,
-// and the first column of its CTA's chunk (clustered rows are cut into Config::columns chunks,
-// one per CTA rank).
-// Row indices are 32-bit (check_shape bounds rows by 2^31 / 16): it saves the registers that
-// kept the wide backward kernels from spilling.
-struct row_slice {
-  int row;
-  int row_step;  // distance to the next row this slice handles (backward loops)
-  int thread;
-  int col0;
-};
-template <class Config>
-TILEKIT_DEVICE TILEKIT_INLINE row_slice my_row_slice() {
-  if constexpr (Config::warp_per_row) {
-    return {int(blockIdx.x) * Config::rows_per_cta + warpid(), int(gridDim.x) * Config::rows_per_cta, laneid(), 0};
-  } else if constexpr (Config::clustered) {
-    return {int(cluster::id_x()), int(cluster::count_x()), int(threadIdx.x), int(cluster::rank()) * Config::columns};
-  } else {
-    return {int(blockIdx.x), int(gridDim.x), int(threadIdx.x), 0};
-  }
-}
-
 // Mean and rstd of the row held in v (columns >= cols_here hold 0). LayerNorm: two passes over
 // the registers, mean first, then the mean of squared deviations (no E[x^2] - E[x]^2
 // cancellation). RMSNorm: mean = 0.
-template <norm_kind Kind, class Config, class Layout>
+template <norm_kind Kind, class Layout, class Ctx>
 TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(const float (&v)[Layout::elements], int cols, int cols_here,
-                                                  int thread, float eps, reduce_scratch<Config, float>& scratch,
-                                                  float& mean, float& rstd) {
+                                                  int thread, float eps, const Ctx& ctx, float& mean, float& rstd) {
   const float inv_cols = 1.0f / float(cols);
   if constexpr (Kind == norm_kind::rms) {
     float sum_sq = 0.0f;
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) sum_sq = fmaf(v[j], v[j], sum_sq);
     mean = 0.0f;
-    rstd = rsqrtf(row_reduce<Config>(sum_sq, sum_op{}, scratch) * inv_cols + eps);
+    rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
   } else {
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) sum += v[j];
-    mean = row_reduce<Config>(sum, sum_op{}, scratch) * inv_cols;
+    mean = ctx.reduce(sum, sum_op{}) * inv_cols;
     float sum_sq = 0.0f;
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) {
       const float d = Layout::column(thread, j) < cols_here ? v[j] - mean : 0.0f;
       sum_sq = fmaf(d, d, sum_sq);
     }
-    rstd = rsqrtf(row_reduce<Config>(sum_sq, sum_op{}, scratch) * inv_cols + eps);
+    rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
   }
 }
+#endif  // __CUDACC__
 
 // ---------------------------------------------------------------------------------------------
-// Forward: one row (slice) per warp / CTA / cluster.
+// Per-thread vectors in shared memory: `E` floats of every thread of the CTA (a weight, a bias),
+// stored so that thread t's values j .. j + 3 (j % 4 == 0) are one 16-byte slot and consecutive
+// threads' slots are consecutive (conflict-free float4 reads): what an op needs on every row
+// but cannot afford to keep in registers.
 // ---------------------------------------------------------------------------------------------
-template <norm_kind Kind, class T, class W, class Config>
-__global__ void __launch_bounds__(Config::threads, Config::min_ctas_per_sm) norm_forward_kernel(const forward_params p) {
-  using layout = typename Config::template layout<T>;
-  constexpr int E = layout::elements;
-  __shared__ reduce_scratch<Config, float> scratch;
-  init_reduce_scratch<Config>(scratch);
-  const row_slice s = my_row_slice<Config>();
-  if (Config::warp_per_row && s.row >= p.rows) return;  // only warps; they use no CTA barrier
-  const int cols_here = p.cols - s.col0;
+inline constexpr size_t thread_vector_bytes(row_config c) {
+  return size_t(row_cta_threads) * size_t(c.elements_per_thread) * sizeof(float);
+}
 
-  float v[E];
-  load_row<layout, cache_policy::streaming>(v, static_cast<const T*>(p.x) + int64_t(s.row) * p.x_stride + s.col0, cols_here,
-                                            s.thread);
-  if (p.residual) {
-    float r[E];
-    load_row<layout, cache_policy::streaming>(
-        r, static_cast<const T*>(p.residual) + int64_t(s.row) * p.residual_stride + s.col0, cols_here, s.thread);
-    // h is rounded to T before normalizing: the same values a separate add would produce and
-    // that the backward will read back.
+#if defined(__CUDACC__)
+struct thread_vector {
+  float* base;
+  TILEKIT_DEVICE TILEKIT_INLINE static int slot(int j) { return ((j / 4) * row_cta_threads + int(threadIdx.x)) * 4; }
+  // This thread stores its E values (before the row loop's first barrier).
+  template <int E>
+  TILEKIT_DEVICE TILEKIT_INLINE void store(const float (&v)[E]) const {
+    static_assert(E % 4 == 0, "thread vectors hold whole 16-byte slots");
 #pragma unroll
-    for (int j = 0; j < E; ++j) v[j] = convert<float>(convert<T>(v[j] + r[j]));
-    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.residual_out) + int64_t(s.row) * p.residual_out_stride + s.col0,
-                                               v, cols_here, s.thread);
+    for (int j = 0; j < E; j += 4)
+      *reinterpret_cast<float4*>(base + slot(j)) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
   }
-  // Weight (and bias) are reused by every row: normal caching, issued before the reduction so
-  // their L2 latency overlaps it.
-  float w[E];
-  load_row<layout>(w, static_cast<const W*>(p.weight) + s.col0, cols_here, s.thread);
-
-  float mean, rstd;
-  row_statistics<Kind, Config, layout>(v, p.cols, cols_here, s.thread, p.eps, scratch, mean, rstd);
-
+  // This thread's values j0 .. j0 + N - 1 (j0 % 4 == 0, N % 4 == 0).
+  template <int N>
+  TILEKIT_DEVICE TILEKIT_INLINE void load(float (&v)[N], int j0) const {
 #pragma unroll
-  for (int j = 0; j < E; ++j) v[j] = (v[j] - mean) * rstd * w[j];
-  if constexpr (Kind == norm_kind::layer) {
-    if (p.bias) {
-      load_row<layout>(w, static_cast<const W*>(p.bias) + s.col0, cols_here, s.thread);
-#pragma unroll
-      for (int j = 0; j < E; ++j) v[j] += w[j];
+    for (int q = 0; q < N; q += 4) {
+      const float4 f = *reinterpret_cast<const float4*>(base + slot(j0 + q));
+      v[q] = f.x, v[q + 1] = f.y, v[q + 2] = f.z, v[q + 3] = f.w;
     }
   }
-  store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + int64_t(s.row) * p.y_stride + s.col0, v, cols_here,
-                                             s.thread);
-  if (s.thread == 0 && s.col0 == 0) {
-    if (p.rstd) p.rstd[s.row] = rstd;
-    if constexpr (Kind == norm_kind::layer)
-      if (p.mean) p.mean[s.row] = mean;
-  }
-  if constexpr (Config::clustered) cluster::sync();  // no CTA exits while peers may still write into it
+};
+
+// The n-th 16-byte piece of a row chunk held in registers: registers [n * V, (n + 1) * V) of a
+// row_layout<Threads, Groups, V> are exactly the registers of row_layout<Threads, 1, V> applied
+// to the chunk shifted by n * Threads * V columns, so pieces can be loaded, stored and computed
+// one at a time with the same row_io functions.
+template <class Layout>
+using row_piece = row_layout<Layout::threads, 1, Layout::group_elements>;
+template <class Layout>
+inline constexpr int piece_columns = Layout::threads * Layout::group_elements;
+template <class Layout>
+TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int n))[Layout::group_elements] {
+  return *reinterpret_cast<float (*)[Layout::group_elements]>(v + n * Layout::group_elements);
 }
+#endif
 
 // ---------------------------------------------------------------------------------------------
-// Backward: a fixed set of workers (CTAs, or clusters for wide rows) loops over the rows.
+// Forward: y = (h - mean) * rstd * w (+ b), h = x (+ residual, rounded to T and written out).
+// The weight (and bias) are loaded once per thread into thread_vectors in shared memory by
+// begin() (a persistent worker reuses them for every row); the row is held in registers between
+// its statistics and its output.
+// ---------------------------------------------------------------------------------------------
+template <norm_kind Kind, class T, class W, bool Residual>
+struct norm_forward_op {
+  using element = T;
+  using reduce_value = float;
+  using params = forward_params;
+  struct row_scalars {};
+  // x is streamed, and so is the residual, except for 4-byte elements, whose two 64 KiB row
+  // chunks would not fit next to the LayerNorm's weight and bias: then the residual is read
+  // from global memory piece by piece.
+  static constexpr bool stream_residual = Residual && sizeof(T) == 2;
+  static constexpr int inputs = stream_residual ? 2 : 1;
+  static constexpr bool per_worker_results = false;
+  static constexpr bool is_layer = Kind == norm_kind::layer;
+  // The weight (and bias): thread_vectors in shared memory.
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) {
+    return (is_layer ? 2 : 1) * thread_vector_bytes(c);
+  }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
+    return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
+                  : row_source<T>{static_cast<const T*>(p.residual), p.residual_stride};
+  }
+
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
+  thread_vector weight, bias;
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void begin(const params& p, const row_place& at, void* shared) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements;
+    weight.base = static_cast<float*>(shared);
+    float w[E];
+    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, p.cols - at.col0, at.thread);
+    weight.store(w);
+    if constexpr (is_layer) {
+      bias.base = weight.base + row_cta_threads * E;
+      if (p.bias) {
+        load_row<layout>(w, static_cast<const W*>(p.bias) + at.col0, p.cols - at.col0, at.thread);
+      } else {
+#pragma unroll
+        for (int j = 0; j < E; ++j) w[j] = 0.0f;
+      }
+      bias.store(w);
+    }
+  }
+  template <class S>
+  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
+
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
+                                         const T* (&in)[inputs], const Ctx& ctx) {
+    using layout = typename S::layout;
+    using piece = row_piece<layout>;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    const int cols_here = p.cols - at.col0;
+    float v[E];
+    if constexpr (Residual) {
+      // h = x + residual, one 16-byte piece at a time (the residual never occupies more than a
+      // piece of registers). h is rounded to T before normalizing: the same values a separate
+      // add would produce and that the backward will read back.
+      T* h_row = static_cast<T*>(p.residual_out) + row * p.residual_out_stride + at.col0;
+#pragma unroll
+      for (int n = 0; n < E / V; ++n) {
+        const int offset = n * piece_columns<layout>;
+        float r[V];
+        load_row_aligned<piece>(piece_of<layout>(v, n), in[0] + offset, cols_here - offset, at.thread);
+        if constexpr (stream_residual)
+          load_row_aligned<piece>(r, in[1] + offset, cols_here - offset, at.thread);
+        else
+          load_row<piece, cache_policy::streaming>(
+              r, static_cast<const T*>(p.residual) + row * p.residual_stride + at.col0 + offset, cols_here - offset,
+              at.thread);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[n * V + i] = convert<float>(convert<T>(v[n * V + i] + r[i]));
+        store_row<piece, cache_policy::streaming>(h_row + offset, piece_of<layout>(v, n), cols_here - offset,
+                                                  at.thread);
+      }
+    } else {
+      load_row_aligned<layout>(v, in[0], cols_here, at.thread);
+    }
+    float mean, rstd;
+    row_statistics<Kind, layout>(v, p.cols, cols_here, at.thread, p.eps, ctx, mean, rstd);
+#pragma unroll
+    for (int n = 0; n < E / V; ++n) {
+      float w[V], b[V];
+      weight.load(w, n * V);
+      if constexpr (is_layer) bias.load(b, n * V);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int j = n * V + i;
+        v[j] = (v[j] - mean) * rstd * w[i];
+        if constexpr (is_layer) v[j] += b[i];
+      }
+    }
+    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + row * p.y_stride + at.col0, v, cols_here,
+                                               at.thread);
+    if (at.leader()) {
+      if (p.rstd) p.rstd[row] = rstd;
+      if constexpr (is_layer)
+        if (p.mean) p.mean[row] = mean;
+    }
+  }
+#endif
+};
+
+// ---------------------------------------------------------------------------------------------
+// Backward:
 //   xhat = (x - mean) * rstd, g = dy * w
 //   RMSNorm:   dx = rstd * (g - xhat * mean(g * xhat))
 //   LayerNorm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-//   dw += dy * xhat, db += dy   (per worker, in shared memory, then one fp32 partial per worker)
-// The weight and the dw / db accumulators live in dynamic shared memory, one slot per (thread,
-// register): slot(j) = j * threads + threadIdx.x, so a thread only ever touches its own slots
-// (no barriers in the row loop), consecutive threads hit consecutive banks, and the registers
-// hold only x and dy (2 x Elements) in the row loop.
+//   dw += dy * xhat, db += dy   (per thread, in registers; one fp32 partial per worker at the end)
+// The weight is a thread_vector in shared memory, dw / db live in registers, and the row is
+// read in 16-byte pieces in two passes (sums, then outputs), so the registers hold dw, db and
+// one piece of x and dy at a time.
 // ---------------------------------------------------------------------------------------------
-template <class Config>
-inline constexpr size_t slot_array_bytes = size_t(Config::threads) * Config::elements * sizeof(float);
-// Dynamic shared memory of the backward: weight + dw (+ db for LayerNorm) slot arrays.
-template <class Config>
-inline constexpr size_t backward_shared_bytes(bool layer) {
-  return slot_array_bytes<Config> * (layer ? 3 : 2);
-}
 
-template <norm_kind Kind, class T, class W, class Config>
-__global__ void __launch_bounds__(Config::threads, Config::min_ctas_per_sm) norm_backward_kernel(const backward_params p) {
-  using layout = typename Config::template layout<T>;
-  constexpr int E = layout::elements;
-  constexpr bool is_layer = Kind == norm_kind::layer;
-  extern __shared__ float slots[];
-  float* w_slots = slots;
-  float* dw_acc = slots + Config::threads * E;
-  float* db_acc = slots + 2 * Config::threads * E;
-  __shared__ reduce_scratch<Config, float> scratch;
-  __shared__ reduce_scratch<Config, float2> scratch2;
-  init_reduce_scratch<Config>(scratch, is_layer ? &scratch2 : nullptr);  // scratch2: LayerNorm only
+template <norm_kind Kind, class T, class W, bool DResidual>
+struct norm_backward_op {
+  using element = T;
+  using reduce_value = std::conditional_t<Kind == norm_kind::layer, float2, float>;
+  using params = backward_params;
+  struct row_scalars {
+    float mean = 0.0f;
+    float rstd = 0.0f;
+  };
+  // x and dy are streamed; dresidual_out (optional) is read from global memory in the output
+  // pass: a third streamed input would leave no room for two stages.
+  static constexpr int inputs = 2;
+  static constexpr bool per_worker_results = true;
+  static constexpr bool is_layer = Kind == norm_kind::layer;
+  static constexpr int max_elements = 32;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes(c); }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
+    return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
+                  : row_source<T>{static_cast<const T*>(p.dy), p.dy_stride};
+  }
 
-  const row_slice s = my_row_slice<Config>();
-  const int cols_here = p.cols - s.col0;
-  const bool want_dw = p.dweight_partials != nullptr;
-  const bool want_db = is_layer && p.dbias_partials != nullptr;
-  {
-    // The weight is the same for every row: park it in this thread's shared slots once, so
-    // the row loop holds only x and dy in registers.
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) {
+    if (p.rstd == nullptr) return {};
+    return {is_layer ? p.mean[row] : 0.0f, p.rstd[row]};
+  }
+  float dw[max_elements];
+  float db[is_layer ? max_elements : 1];
+  thread_vector weight;
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void begin(const params& p, const row_place& at, void* shared) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements;
+    static_assert(E <= max_elements, "norm_backward_op: at most 32 elements per thread");
+    weight.base = static_cast<float*>(shared);
     float w[E];
-    load_row<layout>(w, static_cast<const W*>(p.weight) + s.col0, cols_here, s.thread);
+    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, p.cols - at.col0, at.thread);
+    weight.store(w);
 #pragma unroll
     for (int j = 0; j < E; ++j) {
-      w_slots[j * Config::threads + threadIdx.x] = w[j];
-      if (want_dw) dw_acc[j * Config::threads + threadIdx.x] = 0.0f;
-      if (want_db) db_acc[j * Config::threads + threadIdx.x] = 0.0f;
+      dw[j] = 0.0f;
+      if constexpr (is_layer) db[j] = 0.0f;
     }
   }
 
-  const float inv_cols = 1.0f / float(p.cols);
-  for (int row = s.row; row < p.rows; row += s.row_step) {
-    float x[E], g[E];
-    load_row<layout, cache_policy::streaming>(x, static_cast<const T*>(p.x) + int64_t(row) * p.x_stride + s.col0, cols_here,
-                                              s.thread);
-    load_row<layout, cache_policy::streaming>(g, static_cast<const T*>(p.dy) + int64_t(row) * p.dy_stride + s.col0, cols_here,
-                                              s.thread);
-    float mean, rstd;
-    if (p.rstd) {
-      rstd = p.rstd[row];
-      mean = is_layer ? p.mean[row] : 0.0f;
-    } else {
-      row_statistics<Kind, Config, layout>(x, p.cols, cols_here, s.thread, p.eps, scratch, mean, rstd);
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars stats,
+                                         const T* (&in)[inputs], const Ctx& ctx) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements;
+    constexpr int V = layout::group_elements;
+    constexpr int piece_width = piece_columns<layout>;  // one 16-byte group per thread
+    using piece = row_piece<layout>;
+    const int cols_here = p.cols - at.col0;
+    const float inv_cols = 1.0f / float(p.cols);
+    if (p.rstd == nullptr) {
+      float x[E];
+      load_row_aligned<layout>(x, in[0], cols_here, at.thread);
+      row_statistics<Kind, layout>(x, p.cols, cols_here, at.thread, p.eps, ctx, stats.mean, stats.rstd);
     }
+    const float mean = stats.mean, rstd = stats.rstd;
+
+    // Pass 1: the row sums of g * xhat (and g).
+    float sum_gx = 0.0f, sum_g = 0.0f;
 #pragma unroll
-    for (int j = 0; j < E; ++j) {
-      // Padding columns: x = dy = 0 there, but x - mean is not: force xhat to 0.
-      x[j] = layout::column(s.thread, j) < cols_here ? (x[j] - mean) * rstd : 0.0f;
-      if (want_dw) dw_acc[j * Config::threads + threadIdx.x] += g[j] * x[j];
-      if (want_db) db_acc[j * Config::threads + threadIdx.x] += g[j];
-      g[j] *= w_slots[j * Config::threads + threadIdx.x];
+    for (int k = 0; k < E / V; ++k) {
+      const int offset = k * piece_width;
+      float x[V], dy[V], w[V];
+      load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);
+      load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+      weight.load(w, k * V);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float wi = w[i];
+        const bool valid = piece::column(at.thread, i) < cols_here - offset;
+        const float xhat = valid ? (x[i] - mean) * rstd : 0.0f;  // padding: x = 0 but x - mean is not
+        const float g = dy[i] * wi;
+        sum_gx = fmaf(g, xhat, sum_gx);
+        sum_g += g;
+      }
     }
     float c_mean_g = 0.0f, c_mean_gx;
     if constexpr (is_layer) {
-      float2 sums = {0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < E; ++j) {
-        sums.x += g[j];
-        sums.y = fmaf(g[j], x[j], sums.y);
-      }
-      sums = row_reduce<Config>(sums, sum2_op{}, scratch2);
+      const float2 sums = ctx.reduce(make_float2(sum_g, sum_gx), sum2_op{});
       c_mean_g = sums.x * inv_cols;
       c_mean_gx = sums.y * inv_cols;
     } else {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < E; ++j) sum = fmaf(g[j], x[j], sum);
-      c_mean_gx = row_reduce<Config>(sum, sum_op{}, scratch) * inv_cols;
+      c_mean_gx = ctx.reduce(sum_gx, sum_op{}) * inv_cols;
     }
-#pragma unroll
-    for (int j = 0; j < E; ++j) g[j] = rstd * (g[j] - c_mean_g - x[j] * c_mean_gx);
-    if (p.dresidual_out) {
-      load_row<layout, cache_policy::streaming>(
-          x, static_cast<const T*>(p.dresidual_out) + int64_t(row) * p.dresidual_out_stride + s.col0, cols_here, s.thread);
-#pragma unroll
-      for (int j = 0; j < E; ++j) g[j] += x[j];
-    }
-    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dx) + int64_t(row) * p.dx_stride + s.col0, g, cols_here,
-                                               s.thread);
-  }
 
-  // One partial per worker, in fixed order. A warp-per-row worker first adds its warps'
-  // accumulators (warp 0 first); otherwise each thread writes its own slots.
-  const int64_t worker = Config::warp_per_row ? int64_t(blockIdx.x)
-                                              : (Config::clustered ? int64_t(cluster::id_x()) : int64_t(blockIdx.x));
-  if constexpr (Config::warp_per_row) {
-    __syncthreads();
-    constexpr int per_warp_slots = warp_threads * E;
-    for (int i = threadIdx.x; i < per_warp_slots; i += Config::threads) {
-      const int lane = i % warp_threads, j = i / warp_threads;
-      const int col = layout::column(lane, j);
-      if (col >= p.cols) continue;
-      float dw = 0.0f, db = 0.0f;
+    // Pass 2: dx, and the weight / bias gradients.
+    T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
 #pragma unroll
-      for (int w = 0; w < Config::rows_per_cta; ++w) {
-        const int slot = j * Config::threads + w * warp_threads + lane;
-        if (want_dw) dw += dw_acc[slot];
-        if (want_db) db += db_acc[slot];
+    for (int k = 0; k < E / V; ++k) {
+      const int offset = k * piece_width;
+      float x[V], dy[V], w[V];
+      load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);
+      load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+      weight.load(w, k * V);
+      float dres[V];
+      if constexpr (DResidual)
+        load_row<piece, cache_policy::streaming>(
+            dres, static_cast<const T*>(p.dresidual_out) + row * p.dresidual_out_stride + at.col0 + offset,
+            cols_here - offset, at.thread);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const int j = k * V + i;
+        const float wi = w[i];
+        const bool valid = piece::column(at.thread, i) < cols_here - offset;
+        const float xhat = valid ? (x[i] - mean) * rstd : 0.0f;
+        dw[j] = fmaf(dy[i], xhat, dw[j]);
+        if constexpr (is_layer) db[j] += dy[i];
+        x[i] = rstd * (dy[i] * wi - c_mean_g - xhat * c_mean_gx);
+        if constexpr (DResidual) x[i] += dres[i];
       }
-      if (want_dw) p.dweight_partials[worker * p.cols + col] = dw;
-      if (want_db) p.dbias_partials[worker * p.cols + col] = db;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < E; ++j) {
-      const int col = s.col0 + layout::column(s.thread, j);
-      if (col >= p.cols) continue;
-      if (want_dw) p.dweight_partials[worker * p.cols + col] = dw_acc[j * Config::threads + threadIdx.x];
-      if (want_db) p.dbias_partials[worker * p.cols + col] = db_acc[j * Config::threads + threadIdx.x];
+      store_row<piece, cache_policy::streaming>(dx_row + offset, x, cols_here - offset, at.thread);
     }
   }
-  if constexpr (Config::clustered) cluster::sync();
-}
 
+  // One partial per worker, in fixed order: groups of a CTA are added through shared memory
+  // (group 0 first), then each column's sum is written once.
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void end(const params& p, const row_place& at, void* shared) {
+    if (p.dweight_partials) write_partials<S>(dw, p.dweight_partials, p, at, shared);
+    if constexpr (is_layer)
+      if (p.dbias_partials) write_partials<S>(db, p.dbias_partials, p, at, shared);
+  }
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE static void write_partials(const float (&acc)[max_elements], float* partials,
+                                                           const params& p, const row_place& at, void* shared) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements;
+    float* out = partials + at.worker * p.cols;
+    if constexpr (S::groups == 1) {
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        const int col = at.col0 + layout::column(at.thread, j);
+        if (col < p.cols) out[col] = acc[j];
+      }
+    } else {
+      // The weight slots are free now (the row kernel synchronized after the last row).
+      float* slots = static_cast<float*>(shared);
+      __syncthreads();  // a second call must not overwrite slots still being summed
+#pragma unroll
+      for (int j = 0; j < E; ++j) slots[j * row_cta_threads + threadIdx.x] = acc[j];
+      __syncthreads();
+      for (int i = threadIdx.x; i < S::group_threads * E; i += row_cta_threads) {
+        const int thread = i % S::group_threads, j = i / S::group_threads;
+        const int col = layout::column(thread, j);
+        if (col >= p.cols) continue;
+        float sum = 0.0f;
+        for (int g = 0; g < S::groups; ++g) sum += slots[j * row_cta_threads + g * S::group_threads + thread];
+        out[col] = sum;
+      }
+    }
+  }
+#endif
+};
+
+#if defined(__CUDACC__)
 // dw[c] = sum over workers of partials[worker][c], in a fixed order: slice y of the CTA adds
 // workers y, y + slices, ... in order, then slice 0 adds the slices in order.
 inline constexpr int partial_sum_columns = warp_threads;  // columns per CTA: one 128-byte line of fp32

@@ -19,9 +19,11 @@
 //
 // Backward: dw (and db) are reduced over rows DETERMINISTICALLY: each worker (a CTA, or a
 // cluster for wide rows) sums its rows into fp32 partials in `workspace`, then a second small
-// kernel adds the partials in a fixed order. The number of workers depends only on (rows, cols),
-// so the bits of dw do not depend on the device or on scheduling. Query the workspace size with
-// *_backward_workspace_bytes(rows, cols) and pass a device buffer at least that large.
+// kernel adds the partials in a fixed order. The number of workers depends on (rows, cols) and
+// on how many workers fit on the device at once (at most 132 CTAs), never on scheduling: the bits
+// of dw are the same in every run on a given GPU model. Query the workspace size with
+// *_backward_workspace_bytes(rows, cols) (a function of the shape only, no device needed) and
+// pass a device buffer at least that large.
 //
 // The functions validate every argument and throw tilekit::invalid_argument (before touching
 // the device) with a message naming the offending field. They never synchronize: safe under

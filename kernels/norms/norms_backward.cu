@@ -1,8 +1,8 @@
 // RMSNorm / LayerNorm backward: argument validation, workspace layout and dispatch (device code
 // in norm_kernels.cuh).
 //
-// Workspace layout (fp32): [workers, cols] dw partials, then (LayerNorm) [workers, cols] db
-// partials; workers = backward_workers(rows, cols).
+// Workspace layout (fp32): [max workers, cols] dw partials, then (LayerNorm) [max workers, cols]
+// db partials; max workers = detail::max_row_workers(rows, cols) (the launch uses at most that).
 
 #include "norms/norm_kernels.cuh"
 #include "norms/norms.h"
@@ -14,19 +14,21 @@ using namespace norms_detail;
 constexpr int rms_gradients = 1;    // dw
 constexpr int layer_gradients = 2;  // dw, db
 
+// Runs the backward row op, then sums the per-worker partials of dw (and db). `params` holds
+// the partial arrays' bases; db's lies max_row_workers(rows, cols) rows after dw's.
 template <norm_kind Kind>
 void launch_backward(const backward_params& params, void* dweight, void* dbias, dtype x_dtype, dtype weight_dtype,
                      cudaStream_t stream) {
-  const int64_t workers = backward_workers(params.rows, params.cols);
   dispatch_dtypes(x_dtype, weight_dtype, [&]<class T, class W>() {
-    dispatch_size_class<backward_table>(params.cols, [&]<class Config>() {
-      const int ctas_per_row = Config::clustered ? cluster_ctas<backward_table>(params.cols) : 1;
-      const size_t shared_bytes = backward_shared_bytes<Config>(Kind == norm_kind::layer);
-      launch(norm_backward_kernel<Kind, T, W, Config>, workers * ctas_per_row, Config::threads, Config::clustered, ctas_per_row,
-             shared_bytes, stream, params, Kind == norm_kind::rms ? "rms_norm_backward" : "layer_norm_backward");
-    });
-    if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, workers, params.cols, stream);
-    if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, workers, params.cols, stream);
+    auto run = [&]<class Op>() {
+      const detail::row_launch plan = detail::plan_rows<Op>(params);
+      detail::launch_rows<Op>(params, plan, stream);
+      TILEKIT_CHECK_LAUNCH(Kind == norm_kind::rms ? "rms_norm_backward" : "layer_norm_backward");
+      if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, plan.workers, params.cols, stream);
+      if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, plan.workers, params.cols, stream);
+    };
+    if (params.dresidual_out) run.template operator()<norm_backward_op<Kind, T, W, true>>();
+    else run.template operator()<norm_backward_op<Kind, T, W, false>>();
   });
 }
 
@@ -66,7 +68,7 @@ void rms_norm_backward(const rms_norm_backward_args& a, cudaStream_t stream) {
   const backward_params params{a.dx,     a.dx_row_stride, a.dy,   a.dy_row_stride, a.x,
                                a.x_row_stride, a.weight,  nullptr, a.rstd,         a.dresidual_out,
                                a.dresidual_out_row_stride, a.dweight ? partials : nullptr, nullptr,
-                               int(a.rows), int(a.cols),     a.eps};
+                               a.rows, int(a.cols),     a.eps};
   launch_backward<norm_kind::rms>(params, a.dweight, nullptr, a.x_dtype, a.weight_dtype, stream);
 }
 
@@ -77,12 +79,12 @@ void layer_norm_backward(const layer_norm_backward_args& a, cudaStream_t stream)
   TILEKIT_CHECK_ARG((a.mean == nullptr) == (a.rstd == nullptr),
                     "mean and rstd must be given together (or both null to recompute them)");
   float* partials = static_cast<float*>(a.workspace);
-  const size_t partial_count = size_t(backward_workers(a.rows, a.cols)) * size_t(a.cols);
+  const size_t partial_count = size_t(detail::max_row_workers(a.rows, a.cols)) * size_t(a.cols);
   const backward_params params{a.dx,     a.dx_row_stride, a.dy,   a.dy_row_stride, a.x,
                                a.x_row_stride, a.weight,  a.mean,  a.rstd,         a.dresidual_out,
                                a.dresidual_out_row_stride, a.dweight ? partials : nullptr,
                                a.dbias ? partials + partial_count : nullptr,
-                               int(a.rows), int(a.cols),     a.eps};
+                               a.rows, int(a.cols),     a.eps};
   launch_backward<norm_kind::layer>(params, a.dweight, a.dbias, a.x_dtype, a.weight_dtype, stream);
 }
 

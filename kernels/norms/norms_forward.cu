@@ -10,14 +10,10 @@ using namespace norms_detail;
 template <norm_kind Kind>
 void launch_forward(const forward_params& params, dtype x_dtype, dtype weight_dtype, cudaStream_t stream) {
   dispatch_dtypes(x_dtype, weight_dtype, [&]<class T, class W>() {
-    dispatch_size_class<forward_table>(params.cols, [&]<class Config>() {
-      const int ctas_per_row = Config::clustered ? cluster_ctas<forward_table>(params.cols) : 1;
-      const int64_t grid = Config::warp_per_row ? ceil_div<int64_t>(params.rows, Config::rows_per_cta)
-                                                : params.rows * ctas_per_row;
-      launch(norm_forward_kernel<Kind, T, W, Config>, grid, Config::threads, Config::clustered, ctas_per_row, 0, stream, params,
-             Kind == norm_kind::rms ? "rms_norm_forward" : "layer_norm_forward");
-    });
+    if (params.residual) detail::run_rows<norm_forward_op<Kind, T, W, true>>(params, stream);
+    else detail::run_rows<norm_forward_op<Kind, T, W, false>>(params, stream);
   });
+  TILEKIT_CHECK_LAUNCH(Kind == norm_kind::rms ? "rms_norm_forward" : "layer_norm_forward");
 }
 
 // Checks shared by both norms; `residual_out` is required exactly when `residual` is given.
@@ -40,7 +36,7 @@ void rms_norm_forward(const rms_norm_forward_args& a, cudaStream_t stream) {
   check_forward_common(a);
   const forward_params params{a.y,        a.y_row_stride, a.x,         a.x_row_stride, a.weight, nullptr,
                               a.residual, a.residual_row_stride, a.residual_out, a.residual_out_row_stride,
-                              nullptr,    a.rstd,         int(a.rows), int(a.cols),    a.eps};
+                              nullptr,    a.rstd,         a.rows, int(a.cols),    a.eps};
   launch_forward<norm_kind::rms>(params, a.x_dtype, a.weight_dtype, stream);
 }
 
@@ -49,7 +45,7 @@ void layer_norm_forward(const layer_norm_forward_args& a, cudaStream_t stream) {
   check_vector(a.bias, a.weight_dtype, "bias", false);
   const forward_params params{a.y,        a.y_row_stride, a.x,         a.x_row_stride, a.weight, a.bias,
                               a.residual, a.residual_row_stride, a.residual_out, a.residual_out_row_stride,
-                              a.mean,     a.rstd,         int(a.rows), int(a.cols),    a.eps};
+                              a.mean,     a.rstd,         a.rows, int(a.cols),    a.eps};
   launch_forward<norm_kind::layer>(params, a.x_dtype, a.weight_dtype, stream);
 }
 

@@ -1,5 +1,5 @@
 // Softmax forward and backward along the last dimension (see softmax.h for the contract and
-// row_schedule.cuh for how rows map onto warps, CTAs and clusters).
+// common/row_kernel.cuh for how rows are streamed and mapped onto warps, CTAs and clusters).
 //
 // Forward, per row, one read of x and one write of y:
 //   1. load this thread's columns into registers (padding = -inf, which exp maps to 0);
@@ -11,8 +11,8 @@
 //   dot = sum_j y_j * dy_j (one sum reduction), dx_j = y_j * (dy_j - dot).
 #include "softmax/softmax.h"
 
-#include "softmax/arg_checks.h"
-#include "softmax/row_schedule.cuh"
+#include "common/arg_checks.h"
+#include "common/row_kernel.cuh"
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/math.cuh"
 #include "tilekit/ops/reduce.cuh"
@@ -43,22 +43,32 @@ struct softmax_backward_params {
   int64_t y_row_stride;
 };
 
-template <int ConfigIndex, class T>
-__global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
-    softmax_forward_kernel(const softmax_forward_params p) {
-  using schedule = row_schedule<ConfigIndex, T>;
-  using layout = typename schedule::layout;
-  __shared__ typename schedule::template reduce_storage<max_sum> storage;
-  schedule::begin(storage);
-  const auto at = schedule::locate();
-  // Only a warp-per-row CTA can have rows past the end; its reduction involves no CTA barrier.
-  if (at.row < p.rows) {
-    const int chunk_cols = p.cols - at.chunk_start;
-    const T* x_row = static_cast<const T*>(p.x) + at.row * p.x_row_stride + at.chunk_start;
-    T* y_row = static_cast<T*>(p.y) + at.row * p.y_row_stride + at.chunk_start;
+// Softmax forward as a row op (common/row_kernel.cuh runs it over the rows).
+template <class T>
+struct softmax_forward_op {
+  using element = T;
+  using reduce_value = max_sum;
+  using params = softmax_forward_params;
+  static constexpr int inputs = 1;
+  static constexpr bool per_worker_results = false;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
+    return {static_cast<const T*>(p.x), p.x_row_stride};
+  }
+  struct row_scalars {};
+  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
+  template <class S>
+  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
+  template <class S>
+  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[1],
+                                         const Ctx& ctx) {
+    using layout = typename S::layout;
+    const int cols = p.cols - at.col0;
     float values[layout::elements];
-    load_row<layout, cache_policy::streaming>(values, x_row, chunk_cols, at.thread, -infinity);
+    load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
     float my_max = -infinity;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) my_max = fmaxf(my_max, values[j]);
@@ -75,44 +85,54 @@ __global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) values[j] = 0.f;
     }
-    const max_sum row = schedule::reduce(max_sum{my_max, my_sum}, max_sum_op{}, storage);
+    const max_sum total = ctx.reduce(max_sum{my_max, my_sum}, max_sum_op{});
     // exp(my_max - row max) rescales this thread's exponentials to the row maximum, as the
     // reduction rescaled its sum (0 when this thread's values are all 0 already).
-    const float scale = exp2_fast((my_max - row.max) * log2e) / row.sum;
+    const float scale = exp2_fast((my_max - total.max) * log2e) / total.sum;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) values[j] *= scale;
-    store_row<layout, cache_policy::streaming>(y_row, values, chunk_cols, at.thread);
+    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + row * p.y_row_stride + at.col0, values, cols,
+                                               at.thread);
   }
-  schedule::end();
-}
+};
 
-template <int ConfigIndex, class T>
-__global__ void __launch_bounds__(row_schedule<ConfigIndex, T>::cta_threads)
-    softmax_backward_kernel(const softmax_backward_params p) {
-  using schedule = row_schedule<ConfigIndex, T>;
-  using layout = typename schedule::layout;
-  __shared__ typename schedule::template reduce_storage<float> storage;
-  schedule::begin(storage);
-  const auto at = schedule::locate();
-  if (at.row < p.rows) {
-    const int chunk_cols = p.cols - at.chunk_start;
-    const T* y_row = static_cast<const T*>(p.y) + at.row * p.y_row_stride + at.chunk_start;
-    const T* dy_row = static_cast<const T*>(p.dy) + at.row * p.dy_row_stride + at.chunk_start;
-    T* dx_row = static_cast<T*>(p.dx) + at.row * p.dx_row_stride + at.chunk_start;
+template <class T>
+struct softmax_backward_op {
+  using element = T;
+  using reduce_value = float;
+  using params = softmax_backward_params;
+  static constexpr int inputs = 2;  // y, dy
+  static constexpr bool per_worker_results = false;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
+    return i == 0 ? row_source<T>{static_cast<const T*>(p.y), p.y_row_stride}
+                  : row_source<T>{static_cast<const T*>(p.dy), p.dy_row_stride};
+  }
+  struct row_scalars {};
+  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
+  template <class S>
+  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
+  template <class S>
+  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[2],
+                                         const Ctx& ctx) {
+    using layout = typename S::layout;
+    const int cols = p.cols - at.col0;
     float y[layout::elements], dy[layout::elements];
-    load_row<layout, cache_policy::streaming>(y, y_row, chunk_cols, at.thread, 0.f);
-    load_row<layout, cache_policy::streaming>(dy, dy_row, chunk_cols, at.thread, 0.f);
+    load_row_aligned<layout>(y, in[0], cols, at.thread, 0.f);
+    load_row_aligned<layout>(dy, in[1], cols, at.thread, 0.f);
     float my_dot = 0.f;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) my_dot = fmaf(y[j], dy[j], my_dot);
-    const float dot = schedule::reduce(my_dot, sum_op{}, storage);
+    const float dot = ctx.reduce(my_dot, sum_op{});
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) y[j] *= dy[j] - dot;
-    store_row<layout, cache_policy::streaming>(dx_row, y, chunk_cols, at.thread);
+    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dx) + row * p.dx_row_stride + at.col0, y, cols,
+                                               at.thread);
   }
-  schedule::end();
-}
+};
 
 // Calls f.template operator()<T>() for the element type `type` (validated before).
 template <class F>
@@ -164,9 +184,7 @@ void softmax_forward(const softmax_forward_args& a, cudaStream_t stream) {
   validate(a);
   const detail::softmax_forward_params params{a.y, a.x, a.rows, int(a.cols), a.x_row_stride, a.y_row_stride};
   detail::dispatch_type(a.type, [&]<class T>() {
-    detail::dispatch_row_config(detail::row_config_index(a.cols), [&]<int I>() {
-      detail::launch_rows<detail::row_schedule<I, T>>(detail::softmax_forward_kernel<I, T>, a.rows, stream, params);
-    });
+    detail::run_rows<detail::softmax_forward_op<T>>(params, stream);
   });
 }
 
@@ -175,9 +193,7 @@ void softmax_backward(const softmax_backward_args& a, cudaStream_t stream) {
   const detail::softmax_backward_params params{
       a.dx, a.dy, a.y, a.rows, int(a.cols), a.dx_row_stride, a.dy_row_stride, a.y_row_stride};
   detail::dispatch_type(a.type, [&]<class T>() {
-    detail::dispatch_row_config(detail::row_config_index(a.cols), [&]<int I>() {
-      detail::launch_rows<detail::row_schedule<I, T>>(detail::softmax_backward_kernel<I, T>, a.rows, stream, params);
-    });
+    detail::run_rows<detail::softmax_backward_op<T>>(params, stream);
   });
 }
 

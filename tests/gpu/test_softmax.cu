@@ -1,6 +1,6 @@
 // GPU tests: softmax forward and backward (kernels/softmax) against fp64 CPU references.
 //
-// Shapes cover every size class of the configuration table (kernels/softmax/row_schedule.cuh):
+// Shapes cover every size class of the configuration table (kernels/common/row_kernel.cuh):
 // warp per row, CTA per row, clusters of 2..16 CTAs, widths that are not a multiple of
 // anything (7, 100, 1000, 4097, 65543), rows = 1, and strided rows whose starts are either
 // 16-byte aligned (vector path) or not (element path). Outputs are poisoned (NaN) and the

@@ -30,6 +30,7 @@
 #include "tilekit/core/util.cuh"
 #include "tilekit/ops/sync/cluster.cuh"
 #include "tilekit/ops/sync/mbarrier.cuh"
+#include "tilekit/ops/sync/named_barrier.cuh"
 
 namespace tilekit {
 
@@ -118,8 +119,13 @@ namespace detail {
 // block_reduce with a hook that every thread runs between the two CTA barriers, i.e. at a point
 // where all threads have entered this reduction and none has left it (cluster_reduce uses it
 // to advance its round counter without a race).
-template <int Threads, class T, class Op, class Between>
-TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Between between) {
+// `Sync` is the barrier of the participating threads (__syncthreads for a whole CTA, a named
+// barrier for a group of warps).
+struct cta_sync {
+  TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { __syncthreads(); }
+};
+template <int Threads, class T, class Op, class Between, class Sync = cta_sync>
+TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Between between, Sync sync = {}) {
   static_assert(Threads % warp_threads == 0 && Threads <= warp_threads * warp_threads,
                 "block_reduce needs a whole number of warps, 1..32 of them (Threads = 32, 64, ..., 1024)");
   constexpr int warps = Threads / warp_threads;
@@ -128,15 +134,15 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Be
     between();
     return value;
   } else {
-    if (laneid() == 0) scratch[warpid()] = value;
-    __syncthreads();
+    if (laneid() == 0) scratch[warpid() % warps] = value;
+    sync();
     between();
     // Every warp reduces the per-warp partials itself (one shared load + 5 shuffles), so no
     // broadcast step and no third barrier are needed.
     value = laneid() < warps ? scratch[laneid()] : Op::identity();
     value = warp_reduce(value, op);
     // Nobody may overwrite `scratch` (a second reduction) before every warp has read it.
-    __syncthreads();
+    sync();
     return value;
   }
 }
@@ -152,6 +158,20 @@ struct no_hook {
 template <int Threads, class Op, class T>
 TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
   return detail::block_reduce_with<Threads>(value, op, scratch, detail::no_hook{});
+}
+
+// Reduce over a group of Threads threads (whole warps, warp-aligned: warps k * Threads / 32 ..
+// (k + 1) * Threads / 32 - 1 for some k) that synchronize on named barrier `barrier_id`
+// (1..15, one id per group that may reduce at the same time; see named_barrier.cuh). scratch =
+// block_reduce_scratch<Threads, T>::values of THIS group. Several groups of a CTA reduce
+// different rows concurrently without waiting for each other.
+template <int Threads, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T group_reduce(T value, Op op, T* scratch, int barrier_id) {
+  struct named_sync {
+    int id;
+    TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { named_barrier_sync(id, Threads); }
+  };
+  return detail::block_reduce_with<Threads>(value, op, scratch, detail::no_hook{}, named_sync{barrier_id});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,8 +197,9 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
 // (cluster_reduce_init(scratch) does exactly this, called by all threads.)
 // Exit: end the kernel with cluster::sync() (cluster.cuh exit rule): a CTA that finished its
 // last reduction may still have st.async stores in flight towards slower peers.
+// 16-byte aligned: partials of 16 bytes travel with st.async.v4, which needs aligned slots.
 template <int Threads, class T = float>
-struct cluster_reduce_scratch {
+struct alignas(16) cluster_reduce_scratch {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "cluster_reduce moves each partial with one st.async of 4, 8 or 16 bytes");
   static constexpr int buffers = 2;

@@ -112,33 +112,43 @@ TILEKIT_DEVICE TILEKIT_INLINE bool is_aligned(const T* p, int bytes) {
 }
 }  // namespace detail
 
+namespace detail {
+// The vector path of load_row: `row` is aligned to the access size.
+template <class Layout, cache_policy Policy, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_vectors(float (&dst)[Layout::elements], const T* row, int cols, int thread,
+                                                    float fill) {
+  using access = group_access<T, Layout::group_elements>;
+  using word = typename access::word;
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) {
+    const int c0 = Layout::group_column(thread, g);
+    float* out = dst + g * Layout::group_elements;
+    if (c0 + Layout::group_elements <= cols) {
+#pragma unroll
+      for (int a = 0; a < access::accesses; ++a) {
+        const word w = load_word<Policy>(reinterpret_cast<const word*>(row + c0) + a);
+        T e[access::elements];
+        memcpy(e, &w, sizeof(w));
+#pragma unroll
+        for (int i = 0; i < access::elements; ++i) out[a * access::elements + i] = convert<float>(e[i]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < Layout::group_elements; ++i)
+        out[i] = c0 + i < cols ? convert<float>(load_word<Policy>(row + c0 + i)) : fill;
+    }
+  }
+}
+}  // namespace detail
+
 // Load the thread's registers of a row chunk (see the layout above), converting T -> float.
 // `row` = first column of the chunk; registers of columns >= cols get `fill`.
 template <class Layout, cache_policy Policy = cache_policy::normal, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_row(float (&dst)[Layout::elements], const T* row, int cols, int thread,
                                             float fill = 0.0f) {
   using access = detail::group_access<T, Layout::group_elements>;
-  using word = typename access::word;
   if (detail::is_aligned(row, access::bytes)) {
-#pragma unroll
-    for (int g = 0; g < Layout::groups; ++g) {
-      const int c0 = Layout::group_column(thread, g);
-      float* out = dst + g * Layout::group_elements;
-      if (c0 + Layout::group_elements <= cols) {
-#pragma unroll
-        for (int a = 0; a < access::accesses; ++a) {
-          const word w = detail::load_word<Policy>(reinterpret_cast<const word*>(row + c0) + a);
-          T e[access::elements];
-          memcpy(e, &w, sizeof(w));
-#pragma unroll
-          for (int i = 0; i < access::elements; ++i) out[a * access::elements + i] = convert<float>(e[i]);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < Layout::group_elements; ++i)
-          out[i] = c0 + i < cols ? convert<float>(detail::load_word<Policy>(row + c0 + i)) : fill;
-      }
-    }
+    detail::load_row_vectors<Layout, Policy>(dst, row, cols, thread, fill);
   } else {
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) {
@@ -146,6 +156,15 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row(float (&dst)[Layout::elements], cons
       dst[j] = c < cols ? convert<float>(detail::load_word<Policy>(row + c)) : fill;
     }
   }
+}
+
+// load_row for a chunk that is known to start 16-byte aligned (e.g. a row staged in shared
+// memory by a row_stream): no run-time alignment test and no element-by-element fallback code,
+// which keeps register-hungry kernels from spilling.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], const T* row, int cols, int thread,
+                                                    float fill = 0.0f) {
+  detail::load_row_vectors<Layout, cache_policy::normal>(dst, row, cols, thread, fill);
 }
 
 // Store the thread's registers of a row chunk, converting float -> T (round to nearest even).

@@ -154,6 +154,18 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_async(SV& dst, const typename SV::elemen
                : "memory");
 }
 
+// Raw bulk copy: `bytes` bytes from global `src` to shared `dst`, completing `bar` with the byte
+// count (one thread; the caller armed `bar` with arrive_expect_tx for the total). Both addresses
+// and `bytes` must be multiples of 16, and every byte must lie inside the source allocation:
+// nothing is clipped. A bytes == 0 call is a no-op (nothing is issued).
+TILEKIT_DEVICE TILEKIT_INLINE void load_bytes_async(void* dst, const void* src, uint32_t bytes, mbarrier& bar) {
+  if (bytes == 0) return;
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(bytes), "r"(bar.address())
+               : "memory");
+}
+
 // Global <- shared vector (part of the current bulk group). Writers of `src` must have called
 // fence_shared_for_async() and synchronized with the issuing thread first.
 template <class SV>

@@ -1,0 +1,475 @@
+#pragma once
+// The persistent row kernel behind every memory-bound kernel of the library (norms, softmax,
+// cross-entropy): one size-class table, one loop, and per-kernel "row ops" that hold only the
+// math of one row (internal header of kernels/).
+//
+// Plan. A fixed set of workers (CTAs of 512 threads, or clusters of such CTAs for wide rows)
+// walks over work items of consecutive rows. Each item's rows flow through a row_stream
+// (tilekit/pipeline/row_stream.cuh): bulk copies fill a ring of shared-memory stages
+// `stages - 1` items ahead of the one being computed, so HBM sees a constant queue of reads
+// while the CTA reduces and writes. Inside an item, a row is handled by a GROUP of
+// `group_threads` threads (a warp, several warps, the CTA, or the CTA's share of a cluster);
+// each thread owns `elements_per_thread` columns laid out by tilekit::row_layout (16-byte
+// groups dealt round-robin: conflict-free shared reads and coalesced global writes), and the
+// row is reduced with the ladder of tilekit/ops/reduce.cuh.
+//
+//   class | max cols | group threads | rows/group | cluster | elements/thread | row reduction
+//   ------+----------+---------------+------------+---------+-----------------+----------------------
+//     0   |     256  |  32 (warp)    |      4     |    1    |        8        | warp shuffles
+//     1   |    1024  |  32 (warp)    |      1     |    1    |       32        | warp shuffles
+//     2   |    2048  |      64       |      1     |    1    |       32        | named barrier per group
+//     3   |    4096  |     128       |      1     |    1    |       32        | named barrier per group
+//     4   |    8192  |     256       |      1     |    1    |       32        | named barrier per group
+//     5   |   16384  |     512       |      1     |    1    |       32        | CTA (__syncthreads)
+//     6   |   32768  |     512       |      1     |    2    |       32        | cluster (DSMEM)
+//     7   |   65536  |     512       |      1     |    4    |       32        | cluster
+//     8   |  131072  |     512       |      1     |    8    |       32        | cluster
+//     9   |  262144  |     512       |      1     |   16    |       32        | cluster (non-portable)
+//
+// Why these numbers: a CTA always has 512 threads and the whole SM (the stages take most of
+// the shared memory), so an item is 512 threads x 32 columns: 32 KiB of bf16 per input, with
+// 16 rows of 1K or 1 row slice of 16K. 32 fp32 registers per thread and input keep a row in
+// registers under the 128-register cap of 512 threads; wide rows add CTAs (a cluster), not
+// registers. Rows <= 256 columns use 8 columns per thread and 4 rows per warp, so that a stage
+// still holds 64 rows. Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps
+// in shared memory), at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16
+// inputs. Three stages in flight is ~96-192 KiB per SM, several times what HBM latency needs.
+//
+// Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
+// matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
+// the same ops run on a direct path (Staged = false): one CTA per item copies the item's rows
+// into one shared stage with ordinary loads, then computes; correct for any alignment, but
+// without the prefetch. Either way an op reads its rows from shared memory, 16-byte aligned.
+//
+// A row op is a struct with (see the kernels' .cu files for real ones):
+//   using element = T;                            streamed matrices' element type
+//   using reduce_value = V;                       what its reductions combine (float, max_sum..)
+//   using params = P;                             kernel parameters, with `rows` and `cols`
+//   static constexpr int inputs = K;              streamed matrices
+//   static constexpr bool per_worker_results;     end() writes one result per worker
+//   static constexpr size_t shared_bytes(row_config);  its own dynamic shared memory
+//   static row_source<T> source(const P&, int i);       streamed matrix i (base, row stride)
+//   struct row_scalars; static row_scalars fetch(const P&, int64_t row);  per-row inputs
+//                                                 (labels, saved statistics), fetched ahead
+//   template <class S> void begin(const P&, const row_place&, void* shared);  per-thread state
+//   template <class S, class Ctx>
+//   void row(const P&, const row_place&, int64_t row, row_scalars, const T* (&in)[K], const Ctx&);
+//   template <class S> void end(const P&, const row_place&, void* shared);    per-worker results
+// `in[i]` points at this CTA's chunk of row `row` of matrix i in shared memory (16-byte
+// aligned: read it with load_row_aligned); ctx.reduce(value, op) reduces over the row's group.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+#include "tilekit/core/device.cuh"
+#include "tilekit/core/error.cuh"
+#include "tilekit/core/util.cuh"
+#include "tilekit/ops/reduce.cuh"
+#include "tilekit/ops/row_io.cuh"
+#include "tilekit/ops/sync/cluster.cuh"
+#include "tilekit/ops/sync/mbarrier.cuh"
+#include "tilekit/pipeline/row_stream.cuh"
+#include "tilekit/pipeline/stage_ring.cuh"
+
+namespace tilekit::kernels::detail {
+
+struct row_config {
+  int max_cols;
+  int group_threads;
+  int rows_per_group;
+  int cluster_ctas;
+  int elements_per_thread;
+};
+
+inline constexpr int row_cta_threads = 512;
+inline constexpr row_config row_configs[] = {
+    {256, 32, 4, 1, 8},       //
+    {1024, 32, 1, 1, 32},     //
+    {2048, 64, 1, 1, 32},     //
+    {4096, 128, 1, 1, 32},    //
+    {8192, 256, 1, 1, 32},    //
+    {16384, 512, 1, 1, 32},   //
+    {32768, 512, 1, 2, 32},   //
+    {65536, 512, 1, 4, 32},   //
+    {131072, 512, 1, 8, 32},  //
+    {262144, 512, 1, 16, 32},
+};
+inline constexpr int row_config_count = int(sizeof(row_configs) / sizeof(row_configs[0]));
+inline constexpr int64_t row_max_cols = 262144;
+
+// Shared memory the stream stages and the op's own arrays may use together (the opt-in maximum
+// is 227 KiB; the rest is for the static reduction scratch).
+inline constexpr size_t stream_budget_bytes = 224 * 1024;
+inline constexpr int max_stream_stages = 8;
+// Most CTAs a persistent launch uses (the SMs of an H100 / H200): keeps per-worker workspaces a
+// function of the shape alone.
+inline constexpr int64_t row_worker_limit = 132;
+
+// Index of the size class for `cols` (1 <= cols <= row_max_cols, checked by the caller).
+inline int row_config_index(int64_t cols) {
+  for (int i = 0; i < row_config_count; ++i)
+    if (cols <= row_configs[i].max_cols) return i;
+  return row_config_count - 1;
+}
+
+// Calls f.template operator()<I>() with I = index as a compile-time constant.
+template <class F, int... I>
+void dispatch_row_config(int index, F&& f, std::integer_sequence<int, I...>) {
+  (void)((index == I ? (f.template operator()<I>(), true) : false) || ...);
+}
+template <class F>
+void dispatch_row_config(int index, F&& f) {
+  dispatch_row_config(index, std::forward<F>(f), std::make_integer_sequence<int, row_config_count>{});
+}
+
+// Where a thread works: its group (row slot within an item), its index in the group, its CTA's
+// first column, and the worker (CTA or cluster) it belongs to.
+struct row_place {
+  int group;
+  int thread;
+  int col0;
+  int64_t worker;
+  int64_t workers;
+  // The one thread of a row that writes per-row outputs (statistics, losses).
+  TILEKIT_HOST_DEVICE bool leader() const { return thread == 0 && col0 == 0; }
+};
+
+// The compile-time schedule of size class `ConfigIndex` for row op Op.
+template <int ConfigIndex, class Op>
+struct row_schedule {
+  using T = typename Op::element;
+  static constexpr int Inputs = Op::inputs;
+  static constexpr row_config config = row_configs[ConfigIndex];
+  static constexpr size_t OpSharedBytes = Op::shared_bytes(config);
+  static constexpr int group_threads = config.group_threads;
+  static constexpr int groups = row_cta_threads / group_threads;
+  static constexpr int rows_per_item = groups * config.rows_per_group;
+  static constexpr int cluster_ctas = config.cluster_ctas;
+  static constexpr int cta_threads = row_cta_threads;
+  static constexpr bool warp_per_row = group_threads == warp_threads;
+  using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
+  static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk of a row
+  static constexpr int max_cols = chunk_cols * cluster_ctas;
+
+  static constexpr size_t stage_bytes = size_t(rows_per_item) * chunk_cols * sizeof(T) * Inputs;
+  static constexpr size_t stream_bytes_available =
+      OpSharedBytes < stream_budget_bytes ? stream_budget_bytes - OpSharedBytes : 0;
+  static constexpr int stages = int(std::min<size_t>(max_stream_stages, stream_bytes_available / stage_bytes));
+  using stream = row_stream<T, Inputs, rows_per_item, chunk_cols, stages < 1 ? 1 : stages>;
+
+  static_assert(stages >= 1, "row_schedule: not even one stage fits next to the op's shared memory");
+  static_assert(config.elements_per_thread % vector_elements<T> == 0,
+                "elements_per_thread must be a multiple of the 16-byte vector (8 for bf16/fp16, 4 for fp32)");
+  static_assert(max_cols >= config.max_cols, "row_configs: group threads x elements x cluster must cover max_cols");
+  static_assert(row_cta_threads % group_threads == 0, "groups must tile the CTA");
+  static_assert(cluster_ctas == 1 || groups == 1, "clusters split rows over whole CTAs");
+  static_assert(groups <= named_barrier_count - first_free_barrier_id || warp_per_row || groups == 1,
+                "one named barrier per group");
+
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE TILEKIT_INLINE static row_place locate() {
+    if constexpr (cluster_ctas > 1) {
+      return {0, int(threadIdx.x), int(cluster::rank()) * chunk_cols, int64_t(cluster::id_x()),
+              int64_t(cluster::count_x())};
+    } else {
+      return {int(threadIdx.x) / group_threads, int(threadIdx.x) % group_threads, 0, int64_t(blockIdx.x),
+              int64_t(gridDim.x)};
+    }
+  }
+
+  // Shared memory for reductions of V: nothing for a warp per row, one block_reduce scratch per
+  // group, or the cluster scratch.
+  struct empty_storage {};
+  template <class V>
+  struct group_storage {
+    block_reduce_scratch<group_threads, V> group[groups];
+  };
+  template <class V>
+  using reduce_storage = std::conditional_t<
+      warp_per_row, empty_storage,
+      std::conditional_t<(cluster_ctas > 1), cluster_reduce_scratch<cta_threads, V>, group_storage<V>>>;
+
+  // Reduce over the threads of the row (all of them call it); every one gets the result.
+  template <class Storage, class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE static V reduce(V value, ReduceOp op, Storage& storage, const row_place& at) {
+    if constexpr (warp_per_row) return warp_reduce(value, op);
+    else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads>(value, op, storage);
+    else if constexpr (groups == 1) return block_reduce<cta_threads>(value, op, storage.group[0].values);
+    else return group_reduce<group_threads>(value, op, storage.group[at.group].values, first_free_barrier_id + at.group);
+  }
+#endif
+};
+
+#if defined(__CUDACC__)
+// Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
+// reduce_value when that is another type (e.g. LayerNorm backward's float2 of two sums).
+template <class S, class Value>
+struct row_reduce_storage {
+  typename S::template reduce_storage<float> floats;
+  std::conditional_t<std::is_same_v<Value, float>, typename S::empty_storage,
+                     typename S::template reduce_storage<Value>>
+      values;
+  TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0, clusters only
+    floats.init();
+    if constexpr (!std::is_same_v<Value, float>) values.init();
+  }
+};
+
+// What a row op sees besides its row: the reduction over its group (of floats or of the op's
+// reduce_value).
+template <class S, class Storage>
+struct row_context {
+  Storage& storage;
+  const row_place& at;
+  template <class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE V reduce(V value, ReduceOp op) const {
+    if constexpr (std::is_same_v<V, float>) return S::reduce(value, op, storage.floats, at);
+    else return S::reduce(value, op, storage.values, at);
+  }
+};
+
+// The direct path's copy of an item into stage 0: every thread moves elements of the item's
+// rows with ordinary loads (any alignment; consecutive threads, consecutive elements), then
+// the CTA synchronizes. Used only for matrices that bulk copies cannot move.
+template <class S, class T, int K, class Stream>
+TILEKIT_DEVICE TILEKIT_INLINE void copy_item(const Stream& stream, const row_source<T> (&sources)[K], int64_t first_row,
+                                             int64_t rows, int col0, int chunk) {
+  const int present = int(min(int64_t(S::rows_per_item), rows - first_row));
+  for (int i = 0; i < K; ++i)
+    for (int r = 0; r < present; ++r) {
+      const T* src = sources[i].base + (first_row + r) * sources[i].stride + col0;
+      T* dst = stream.data(0, i, r);
+      for (int c = threadIdx.x; c < chunk; c += S::cta_threads) dst[c] = __ldcs(src + c);
+    }
+  __syncthreads();
+}
+
+template <class Op, int ConfigIndex, bool Staged>
+__global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename Op::params p) {
+  using S = row_schedule<ConfigIndex, Op>;
+  using T = typename Op::element;
+  using stream_t = typename S::stream;
+  constexpr int K = Op::inputs;
+  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  __shared__ row_reduce_storage<S, typename Op::reduce_value> storage;
+
+  const row_place at = S::locate();
+  // Shared memory: the stream's stages (one stage on the direct path), then the op's own.
+  unsigned char* op_shared = dynamic_shared + (Staged ? stream_t::shared_bytes : stream_t::stage_bytes);
+  stream_t stream(dynamic_shared);
+  const int64_t rows = p.rows;
+  const int cols = p.cols;
+  const int chunk = min(int(S::chunk_cols), cols - at.col0);  // <= 0: nothing of the row here
+  row_source<T> sources[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) sources[i] = Op::source(p, i);
+
+  if (threadIdx.x == 0) {
+    if constexpr (S::cluster_ctas > 1) storage.init();
+    if constexpr (Staged) stream.init();
+  }
+  init_barriers_fence();
+  Op op;
+  op.template begin<S>(p, at, op_shared);  // may fill shared memory: the barrier below orders it
+  if constexpr (S::cluster_ctas > 1) cluster::sync();  // peers' reduction barriers exist
+  else __syncthreads();
+
+  const int64_t items = ceil_div(rows, int64_t(S::rows_per_item));
+  stage_ring<stream_t::stages> ring;
+  if constexpr (Staged) {
+    if (threadIdx.x == 0)
+      for (int s = 0; s < stream_t::stages; ++s) {
+        const int64_t item = at.worker + s * at.workers;
+        if (item < items) stream.issue(s, sources, item * S::rows_per_item, rows, at.col0, chunk);
+      }
+  }
+  const row_context<S, decltype(storage)> ctx{storage, at};
+  // Per-row scalars (labels, saved statistics) are fetched one item ahead, so their global
+  // latency overlaps the current item instead of stalling every row.
+  constexpr int rows_per_group = S::config.rows_per_group;
+  using scalars = typename Op::row_scalars;
+  auto fetch = [&](int64_t item, scalars (&out)[rows_per_group]) {
+#pragma unroll
+    for (int k = 0; k < rows_per_group; ++k) {
+      const int64_t row = item * S::rows_per_item + k * S::groups + at.group;
+      out[k] = row < rows ? Op::fetch(p, row) : scalars{};
+    }
+  };
+  scalars current[rows_per_group];
+  fetch(at.worker, current);
+  for (int64_t item = at.worker; item < items; item += at.workers) {
+    scalars next[rows_per_group];
+    fetch(item + at.workers, next);
+    if constexpr (Staged) stream.wait(ring);
+    else copy_item<S>(stream, sources, item * S::rows_per_item, rows, at.col0, chunk);
+#pragma unroll
+    for (int k = 0; k < rows_per_group; ++k) {
+      const int slot = k * S::groups + at.group;  // row of the item
+      const int64_t row = item * S::rows_per_item + slot;
+      if (row < rows) {  // group-uniform; only the last item has missing rows
+        const T* in[K];
+#pragma unroll
+        for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
+        op.template row<S>(p, at, row, current[k], in, ctx);
+      }
+      current[k] = next[k];
+    }
+    __syncthreads();  // every thread is done with this stage: refill it
+    if constexpr (Staged) {
+      const int64_t next_item = item + int64_t(stream_t::stages) * at.workers;
+      if (threadIdx.x == 0 && next_item < items)
+        stream.issue(ring.index, sources, next_item * S::rows_per_item, rows, at.col0, chunk);
+      ring.advance();
+    }
+  }
+  __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
+  op.template end<S>(p, at, op_shared);
+  if constexpr (S::cluster_ctas > 1) cluster::sync();  // no CTA exits while peers may write into it
+}
+#endif  // __CUDACC__
+
+// Host side -------------------------------------------------------------------------------------
+
+// Whether every streamed matrix of the op can be bulk-copied with schedule S.
+template <class Op, class S>
+bool can_stream(const typename Op::params& p) {
+  for (int i = 0; i < Op::inputs; ++i) {
+    const auto source = Op::source(p, i);
+    if (!bulk_copyable(source.base, source.stride, int64_t(p.cols), int64_t(S::chunk_cols))) return false;
+  }
+  return true;
+}
+
+// Dynamic shared memory of a launch.
+template <class Op, int I, bool Staged>
+constexpr size_t row_kernel_shared_bytes() {
+  using S = row_schedule<I, Op>;
+  return (Staged ? S::stream::shared_bytes : S::stream::stage_bytes) + S::OpSharedBytes;
+}
+
+// Workers (CTAs, or clusters) of this kernel that can be resident at once on the current device,
+// at most one per SM and at most row_worker_limit CTAs; cached per (kernel, device). Also sets
+// the kernel's attributes (shared memory opt-in, non-portable cluster size), which launches
+// rely on.
+template <class Op, int I, bool Staged>
+int64_t resident_workers() {
+  using S = row_schedule<I, Op>;
+  static std::mutex mutex;
+  static std::map<int, int64_t> cache;
+  int device = 0;
+  TILEKIT_CHECK_CUDA(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
+  auto kernel = row_kernel<Op, I, Staged>;
+  constexpr size_t shared = row_kernel_shared_bytes<Op, I, Staged>();
+  if (S::cluster_ctas > 8)
+    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
+  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
+  int64_t workers = 0;
+  if constexpr (S::cluster_ctas > 1) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(S::cluster_ctas));
+    config.blockDim = dim3(unsigned(S::cta_threads));
+    config.dynamicSmemBytes = shared;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+    workers = std::min<int64_t>(clusters, sm_count / S::cluster_ctas);
+  } else {
+    int per_sm = 0;
+    TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, S::cta_threads, shared));
+    workers = per_sm >= 1 ? sm_count : 0;
+  }
+  if (workers < 1)
+    throw error(::tilekit::detail::concat("row_kernel: not one worker of ", S::cluster_ctas, " CTA(s) x ",
+                                          S::cta_threads, " threads with ", shared,
+                                          " bytes of shared memory fits on device ", device),
+                __FILE__, __LINE__);
+  cache.emplace(device, workers);
+  return workers;
+}
+
+// Upper bound of the workers of any launch for (rows, cols), on any device: at most one CTA
+// (or cluster) per SM of an H100 / H200 (row_worker_limit), never more than there are items.
+// Ops with per-worker results size their workspace with it, so it depends on nothing else.
+inline int64_t max_row_workers(int64_t rows, int64_t cols) {
+  int64_t items = 0, ctas = 1;
+  dispatch_row_config(row_config_index(cols), [&]<int I>() {
+    items = ceil_div(rows, int64_t(row_cta_threads / row_configs[I].group_threads * row_configs[I].rows_per_group));
+    ctas = row_configs[I].cluster_ctas;
+  });
+  return std::min(items, std::max<int64_t>(1, row_worker_limit / ctas));
+}
+
+// A planned launch: size class, path and worker count (known before the launch, so that ops
+// with per-worker results can lay out their workspace).
+struct row_launch {
+  int config_index;
+  bool staged;
+  int64_t workers;
+};
+
+// Plan a launch of Op for p: the size class of p.cols, the staged path when every streamed
+// matrix is bulk-copyable, and the workers: persistent (the resident ones) when staged or when
+// the op keeps per-worker results, else one CTA (cluster) per item.
+template <class Op>
+row_launch plan_rows(const typename Op::params& p) {
+  row_launch plan{row_config_index(p.cols), false, 0};
+  dispatch_row_config(plan.config_index, [&]<int I>() {
+    using S = row_schedule<I, Op>;
+    plan.staged = can_stream<Op, S>(p);
+    const int64_t items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
+    const int64_t resident = plan.staged ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
+    plan.workers = plan.staged || Op::per_worker_results ? std::min(items, resident) : items;
+  });
+  return plan;
+}
+
+template <class Op>
+void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStream_t stream) {
+  dispatch_row_config(plan.config_index, [&]<int I>() {
+    using S = row_schedule<I, Op>;
+    auto launch = [&](auto kernel, size_t shared) {
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(unsigned(plan.workers * S::cluster_ctas));
+      config.blockDim = dim3(unsigned(S::cta_threads));
+      config.dynamicSmemBytes = shared;
+      config.stream = stream;
+      cudaLaunchAttribute attribute{};
+      (void)attribute;
+      if constexpr (S::cluster_ctas > 1) {
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+      }
+      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p));
+    };
+    if (plan.staged) launch(row_kernel<Op, I, true>, row_kernel_shared_bytes<Op, I, true>());
+    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>());
+  });
+}
+
+// Plan and launch in one call (ops without per-worker results).
+template <class Op>
+void run_rows(const typename Op::params& p, cudaStream_t stream) {
+  launch_rows<Op>(p, plan_rows<Op>(p), stream);
+}
+
+}  // namespace tilekit::kernels::detail
