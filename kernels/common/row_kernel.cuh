@@ -414,6 +414,12 @@ inline int64_t max_row_workers(int64_t rows, int64_t cols) {
   });
   return std::min(items, std::max<int64_t>(1, row_worker_limit / ctas));
 }
+// Row groups per CTA for (cols): ops that keep one result per group (not per worker) multiply.
+inline int64_t row_groups(int64_t cols) {
+  int64_t groups = 1;
+  dispatch_row_config(row_config_index(cols), [&]<int I>() { groups = row_cta_threads / row_configs[I].group_threads; });
+  return groups;
+}
 
 // A planned launch: size class, path and worker count (known before the launch, so that ops
 // with per-worker results can lay out their workspace).

@@ -109,11 +109,15 @@ inline void check_eps(float eps) {
   TILEKIT_CHECK_ARG(eps > 0.0f && eps < infinity, "eps must be positive and finite, got ", eps);
 }
 
-// Bytes of fp32 partials: one [max workers, cols] array per reduced gradient (the worker count
-// of a launch is at most max_row_workers: one per SM, fewer for few rows).
+// Partial rows of one reduced gradient: one per row group of every worker (the worker count of a
+// launch is at most max_row_workers: one per SM, fewer for few rows).
+inline int64_t max_backward_partials(int64_t rows, int64_t cols) {
+  return detail::max_row_workers(rows, cols) * detail::row_groups(cols);
+}
+// Bytes of fp32 partials: one [max partials, cols] array per reduced gradient.
 inline size_t backward_workspace_bytes(int64_t rows, int64_t cols, int gradients) {
   check_shape(rows, cols);
-  return size_t(gradients) * size_t(detail::max_row_workers(rows, cols)) * size_t(cols) * sizeof(float);
+  return size_t(gradients) * size_t(max_backward_partials(rows, cols)) * size_t(cols) * sizeof(float);
 }
 
 // Call f.template operator()<T, W>() for the run-time dtypes (validated before).
@@ -452,52 +456,34 @@ struct norm_backward_op {
     }
   }
 
-  // One partial per worker, in fixed order: groups of a CTA are added through shared memory
-  // (group 0 first), then each column's sum is written once.
+  // One fp32 partial row per (worker, group): partial (worker * groups + group) holds the sums of
+  // the rows that group handled (zeros if none); sum_partials_kernel adds them in a fixed order.
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE void end(const params& p, const row_place& at, void* shared) {
-    if (p.dweight_partials) write_partials<S>(dw, p.dweight_partials, p, at, shared);
+  TILEKIT_DEVICE TILEKIT_INLINE void end(const params& p, const row_place& at, void*) {
+    if (p.dweight_partials) write_partials<S>(dw, p.dweight_partials, p, at);
     if constexpr (is_layer)
-      if (p.dbias_partials) write_partials<S>(db, p.dbias_partials, p, at, shared);
+      if (p.dbias_partials) write_partials<S>(db, p.dbias_partials, p, at);
   }
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE static void write_partials(const float (&acc)[max_elements], float* partials,
-                                                           const params& p, const row_place& at, void* shared) {
+                                                           const params& p, const row_place& at) {
     using layout = typename S::layout;
-    constexpr int E = layout::elements;
-    float* out = partials + at.worker * p.cols;
-    if constexpr (S::groups == 1) {
+    float* out = partials + (at.worker * S::groups + at.group) * p.cols;
 #pragma unroll
-      for (int j = 0; j < E; ++j) {
-        const int col = at.col0 + layout::column(at.thread, j);
-        if (col < p.cols) out[col] = acc[j];
-      }
-    } else {
-      // The weight slots are free now (the row kernel synchronized after the last row).
-      float* slots = static_cast<float*>(shared);
-      __syncthreads();  // a second call must not overwrite slots still being summed
-#pragma unroll
-      for (int j = 0; j < E; ++j) slots[j * row_cta_threads + threadIdx.x] = acc[j];
-      __syncthreads();
-      for (int i = threadIdx.x; i < S::group_threads * E; i += row_cta_threads) {
-        const int thread = i % S::group_threads, j = i / S::group_threads;
-        const int col = layout::column(thread, j);
-        if (col >= p.cols) continue;
-        float sum = 0.0f;
-        for (int g = 0; g < S::groups; ++g) sum += slots[j * row_cta_threads + g * S::group_threads + thread];
-        out[col] = sum;
-      }
+    for (int j = 0; j < layout::elements; ++j) {
+      const int col = at.col0 + layout::column(at.thread, j);
+      if (col < p.cols) out[col] = acc[j];
     }
   }
 #endif
 };
 
 #if defined(__CUDACC__)
-// dw[c] = sum over workers of partials[worker][c], in a fixed order: slice y of the CTA adds
-// workers y, y + slices, ... in order, then slice 0 adds the slices in order.
+// dw[c] = sum over partials p of partials[p][c], in a fixed order: slice y of the CTA adds
+// partials y, y + slices, ... in order, then slice 0 adds the slices in order.
 inline constexpr int partial_sum_columns = warp_threads;  // columns per CTA: one 128-byte line of fp32
-inline constexpr int partial_sum_slices = 8;              // worker slices per CTA
+inline constexpr int partial_sum_slices = 32;             // partial slices per CTA
 
 template <class W>
 __global__ void __launch_bounds__(partial_sum_columns* partial_sum_slices)

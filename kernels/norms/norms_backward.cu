@@ -1,8 +1,9 @@
 // RMSNorm / LayerNorm backward: argument validation, workspace layout and dispatch (device code
 // in norm_kernels.cuh).
 //
-// Workspace layout (fp32): [max workers, cols] dw partials, then (LayerNorm) [max workers, cols]
-// db partials; max workers = detail::max_row_workers(rows, cols) (the launch uses at most that).
+// Workspace layout (fp32): [max partials, cols] dw partials, then (LayerNorm) [max partials, cols]
+// db partials; max partials = max_backward_partials(rows, cols): one per row group of each
+// worker (the launch uses at most that many).
 
 #include "norms/norm_kernels.cuh"
 #include "norms/norms.h"
@@ -15,7 +16,7 @@ constexpr int rms_gradients = 1;    // dw
 constexpr int layer_gradients = 2;  // dw, db
 
 // Runs the backward row op, then sums the per-worker partials of dw (and db). `params` holds
-// the partial arrays' bases; db's lies max_row_workers(rows, cols) rows after dw's.
+// the partial arrays' bases; db's lies max_backward_partials(rows, cols) rows after dw's.
 template <norm_kind Kind>
 void launch_backward(const backward_params& params, void* dweight, void* dbias, dtype x_dtype, dtype weight_dtype,
                      cudaStream_t stream) {
@@ -24,8 +25,9 @@ void launch_backward(const backward_params& params, void* dweight, void* dbias, 
       const detail::row_launch plan = detail::plan_rows<Op>(params);
       detail::launch_rows<Op>(params, plan, stream);
       TILEKIT_CHECK_LAUNCH(Kind == norm_kind::rms ? "rms_norm_backward" : "layer_norm_backward");
-      if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, plan.workers, params.cols, stream);
-      if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, plan.workers, params.cols, stream);
+      const int64_t partials = plan.workers * detail::row_groups(params.cols);
+      if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, partials, params.cols, stream);
+      if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, partials, params.cols, stream);
     };
     if (params.dresidual_out) run.template operator()<norm_backward_op<Kind, T, W, true>>();
     else run.template operator()<norm_backward_op<Kind, T, W, false>>();
@@ -79,7 +81,7 @@ void layer_norm_backward(const layer_norm_backward_args& a, cudaStream_t stream)
   TILEKIT_CHECK_ARG((a.mean == nullptr) == (a.rstd == nullptr),
                     "mean and rstd must be given together (or both null to recompute them)");
   float* partials = static_cast<float*>(a.workspace);
-  const size_t partial_count = size_t(detail::max_row_workers(a.rows, a.cols)) * size_t(a.cols);
+  const size_t partial_count = size_t(max_backward_partials(a.rows, a.cols)) * size_t(a.cols);
   const backward_params params{a.dx,     a.dx_row_stride, a.dy,   a.dy_row_stride, a.x,
                                a.x_row_stride, a.weight,  a.mean,  a.rstd,         a.dresidual_out,
                                a.dresidual_out_row_stride, a.dweight ? partials : nullptr,

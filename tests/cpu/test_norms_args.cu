@@ -99,10 +99,13 @@ TEST(NormsArgs, RmsBackwardNeedsNoWorkspaceWithoutWeightGradient) {
 }
 
 TEST(NormsArgs, WorkspaceBytes) {
-  // One fp32 [workers, cols] array per gradient; workers never exceed rows.
+  // One fp32 [partials, cols] array per gradient, partials = workers x row groups per CTA
+  // (kernels/common/row_kernel.cuh): workers never exceed the row items nor 132 (CTAs) / the
+  // cluster size; a CTA has 16 groups (warps) for cols <= 1024, 4 for cols <= 4096, 1 beyond 8192.
   EXPECT_EQ(tk::rms_norm_backward_workspace_bytes(1, 262144), size_t(262144) * sizeof(float));
-  EXPECT_EQ(tk::layer_norm_backward_workspace_bytes(1, 7), 2 * size_t(7) * sizeof(float));
-  EXPECT_LE(tk::rms_norm_backward_workspace_bytes(1 << 20, 4096), size_t(264) * 4096 * sizeof(float));
+  EXPECT_EQ(tk::layer_norm_backward_workspace_bytes(1, 7), 2 * size_t(16) * 7 * sizeof(float));
+  EXPECT_EQ(tk::rms_norm_backward_workspace_bytes(1 << 20, 4096), size_t(132) * 4 * 4096 * sizeof(float));
+  EXPECT_EQ(tk::rms_norm_backward_workspace_bytes(1 << 20, 262144), size_t(132 / 16) * 262144 * sizeof(float));
   EXPECT_THROW(tk::rms_norm_backward_workspace_bytes(0, 100), tilekit::invalid_argument);
   EXPECT_THROW(tk::layer_norm_backward_workspace_bytes(4, 0), tilekit::invalid_argument);
 }
