@@ -65,8 +65,8 @@ struct backward_params {
   const float* rstd;
   const void* dresidual_out;
   int64_t dresidual_out_stride;
-  float* dweight_partials;  // [workers, cols] or null
-  float* dbias_partials;    // [workers, cols] or null
+  float* dweight_partials;  // [partials, cols] or null: one row per (worker, row group)
+  float* dbias_partials;    // [partials, cols] or null
   int64_t rows;
   int cols;
   float eps;
