@@ -270,9 +270,12 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 #pragma unroll
   for (int i = 0; i < K; ++i) sources[i] = Op::source(p, i);
 
+  // Warps that have finished with each stage in the current lap (see the release below).
+  __shared__ unsigned stage_leavers[stream_t::stages];
   if (threadIdx.x == 0) {
     if constexpr (S::cluster_ctas > 1) storage.init();
     if constexpr (Staged) stream.init();
+    for (int s = 0; s < stream_t::stages; ++s) stage_leavers[s] = 0;
   }
   init_barriers_fence();
   Op op;
@@ -320,12 +323,36 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       }
       current[k] = next[k];
     }
-    __syncthreads();  // every thread is done with this stage: refill it
-    if constexpr (Staged) {
+    if constexpr (Staged && S::groups > 1) {
+      // Several row groups per CTA: release without a CTA barrier. Each warp counts itself out
+      // of the stage, and the LAST warp out refills it; warps that finish early go on to the
+      // next stage instead of waiting for the slowest group (they can run at most one lap
+      // ahead: a stage is refilled only when every warp left it). Ordering: a warp's reads of
+      // the stage precede its count (fence), and the last warp issues the bulk copies after
+      // observing every count (the read-then-overwrite order an empty mbarrier would give).
+      // Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm forward
+      // +5% at 4K-8K; with one group per CTA (rows of 16K and more, whose warps meet in every
+      // reduction anyway) it was 2-6% slower than the barrier below, so those keep it.
+      __syncwarp();
+      if (laneid() == 0) {
+        __threadfence_block();
+        if (atomicAdd(&stage_leavers[ring.index], 1u) == unsigned(row_cta_threads / warp_threads - 1)) {
+          stage_leavers[ring.index] = 0;  // visible to the next lap's warps through full[]'s phase
+          __threadfence_block();
+          const int64_t next_item = item + int64_t(stream_t::stages) * at.workers;
+          if (next_item < items)
+            stream.issue(ring.index, sources, next_item * S::rows_per_item, rows, at.col0, chunk);
+        }
+      }
+      ring.advance();
+    } else if constexpr (Staged) {
+      __syncthreads();  // every thread is done with this stage: refill it
       const int64_t next_item = item + int64_t(stream_t::stages) * at.workers;
       if (threadIdx.x == 0 && next_item < items)
         stream.issue(ring.index, sources, next_item * S::rows_per_item, rows, at.col0, chunk);
       ring.advance();
+    } else {
+      __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
     }
   }
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop

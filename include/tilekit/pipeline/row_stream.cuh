@@ -25,13 +25,15 @@
 //                chunks are not copied: their bytes are not expected either)
 //   wait(ring):  all threads; full[ring.index] for lap ring.phase (stage_ring keeps parities)
 //   ... compute on data(ring.index, ...) ...
-//   __syncthreads(): everyone is done reading the stage; thread 0 then re-issues it for the
-//                item Stages ahead. The barrier is the "empty" signal: no empty mbarrier.
+//   release:     once every consumer is done reading the stage, ONE thread re-issues it for
+//                the item Stages ahead (the row kernel counts warps out with a shared atomic
+//                and lets the last one refill; a CTA barrier followed by thread 0 also works).
 //
 // Proxies: the stage is written by the async proxy (bulk copy) and read by ordinary loads
 // after the mbarrier wait, which is what makes the bytes visible (HOPPER_NOTES 3.6). The refill
-// is issued after a CTA barrier that follows the last ordinary read of the stage: the same
-// read-then-overwrite ordering as a consumer's empty-barrier release in a TMA pipeline.
+// must be issued after every consumer's last ordinary read of the stage, ordered by a barrier
+// or a fenced count: the same read-then-overwrite ordering as a consumer's empty-barrier release
+// in a TMA pipeline.
 //
 // Alignment: bulk copies need 16-byte aligned global addresses and byte counts. A matrix can be
 // streamed only when its base address, its row stride in bytes and the chunk bytes of every
