@@ -138,32 +138,71 @@ struct sum2_op {
   TILEKIT_HOST_DEVICE static constexpr float2 identity() { return float2{0.0f, 0.0f}; }
 };
 
-// Mean and rstd of the row held in v (columns >= cols_here hold 0). LayerNorm: two passes over
-// the registers, mean first, then the mean of squared deviations (no E[x^2] - E[x]^2
-// cancellation). RMSNorm: mean = 0.
-template <norm_kind Kind, class Layout, class Ctx>
-TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(const float (&v)[Layout::elements], int cols, int cols_here,
-                                                  int thread, float eps, const Ctx& ctx, float& mean, float& rstd) {
+// Mean and rstd of a row, from this thread's values delivered one 16-byte group at a time by
+// `group(k, x)` (x[0 .. group_elements) = registers k * group_elements .. of Layout; columns
+// >= cols_here hold 0), so a caller can read them from registers or, to keep registers free,
+// straight from the staged row. LayerNorm: two passes, mean first, then the mean of squared
+// deviations (no E[x^2] - E[x]^2 cancellation). RMSNorm: mean = 0.
+template <norm_kind Kind, class Layout, class Ctx, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int cols_here, int thread, float eps,
+                                                  const Ctx& ctx, float& mean, float& rstd) {
+  constexpr int V = Layout::group_elements;
   const float inv_cols = 1.0f / float(cols);
   if constexpr (Kind == norm_kind::rms) {
     float sum_sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) sum_sq = fmaf(v[j], v[j], sum_sq);
+    for (int k = 0; k < Layout::groups; ++k) {
+      float x[V];
+      group(k, x);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum_sq = fmaf(x[i], x[i], sum_sq);
+    }
     mean = 0.0f;
     rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
   } else {
     float sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) sum += v[j];
+    for (int k = 0; k < Layout::groups; ++k) {
+      float x[V];
+      group(k, x);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum += x[i];
+    }
     mean = ctx.reduce(sum, sum_op{}) * inv_cols;
     float sum_sq = 0.0f;
+    if (Layout::full(thread, cols_here)) {  // no padding in this thread: no column tests
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) {
-      const float d = Layout::column(thread, j) < cols_here ? v[j] - mean : 0.0f;
-      sum_sq = fmaf(d, d, sum_sq);
+      for (int k = 0; k < Layout::groups; ++k) {
+        float x[V];
+        group(k, x);
+#pragma unroll
+        for (int i = 0; i < V; ++i) sum_sq = fmaf(x[i] - mean, x[i] - mean, sum_sq);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < Layout::groups; ++k) {
+        float x[V];
+        group(k, x);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float d = Layout::column(thread, k * V + i) < cols_here ? x[i] - mean : 0.0f;
+          sum_sq = fmaf(d, d, sum_sq);
+        }
+      }
     }
     rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
   }
+}
+// The same from registers holding the whole row.
+template <norm_kind Kind, class Layout, class Ctx>
+TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(const float (&v)[Layout::elements], int cols, int cols_here,
+                                                  int thread, float eps, const Ctx& ctx, float& mean, float& rstd) {
+  constexpr int V = Layout::group_elements;
+  auto group = [&](int k, float (&x)[V]) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[i] = v[k * V + i];
+  };
+  row_statistics<Kind, Layout>(group, cols, cols_here, thread, eps, ctx, mean, rstd);
 }
 #endif  // __CUDACC__
 
@@ -393,9 +432,12 @@ struct norm_backward_op {
     const int cols_here = p.cols - at.col0;
     const float inv_cols = 1.0f / float(p.cols);
     if (p.rstd == nullptr) {
-      float x[E];
-      load_row_aligned<layout>(x, in[0], cols_here, at.thread);
-      row_statistics<Kind, layout>(x, p.cols, cols_here, at.thread, p.eps, ctx, stats.mean, stats.rstd);
+      // No saved statistics: recompute them from the staged row, one 16-byte group at a time
+      // (a whole row of registers next to dw and db would spill).
+      auto group = [&](int k, float (&x)[V]) {
+        load_row_aligned<piece>(x, in[0] + k * piece_width, cols_here - k * piece_width, at.thread);
+      };
+      row_statistics<Kind, layout>(group, p.cols, cols_here, at.thread, p.eps, ctx, stats.mean, stats.rstd);
     }
     const float mean = stats.mean, rstd = stats.rstd;
 
@@ -408,12 +450,12 @@ struct norm_backward_op {
       load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);
       load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
       weight.load(w, k * V);
+      // Padding columns hold x = dy = w = 0: their xhat = -mean * rstd is finite and always
+      // multiplied by dy or g = 0, so they add nothing and need no column test.
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        const float wi = w[i];
-        const bool valid = piece::column(at.thread, i) < cols_here - offset;
-        const float xhat = valid ? (x[i] - mean) * rstd : 0.0f;  // padding: x = 0 but x - mean is not
-        const float g = dy[i] * wi;
+        const float xhat = (x[i] - mean) * rstd;
+        const float g = dy[i] * w[i];
         sum_gx = fmaf(g, xhat, sum_gx);
         sum_g += g;
       }
@@ -428,6 +470,8 @@ struct norm_backward_op {
     }
 
     // Pass 2: dx, and the weight / bias gradients.
+    //   dx = rstd * (g - mean(g) - xhat * mean(g xhat)) = g * rstd - b - xhat * a
+    const float a = rstd * c_mean_gx, b = rstd * c_mean_g;
     T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
 #pragma unroll
     for (int k = 0; k < E / V; ++k) {
@@ -444,12 +488,10 @@ struct norm_backward_op {
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const int j = k * V + i;
-        const float wi = w[i];
-        const bool valid = piece::column(at.thread, i) < cols_here - offset;
-        const float xhat = valid ? (x[i] - mean) * rstd : 0.0f;
+        const float xhat = (x[i] - mean) * rstd;  // padding: dy = 0, see pass 1
         dw[j] = fmaf(dy[i], xhat, dw[j]);
         if constexpr (is_layer) db[j] += dy[i];
-        x[i] = rstd * (dy[i] * wi - c_mean_g - xhat * c_mean_gx);
+        x[i] = fmaf(-xhat, a, fmaf(dy[i] * w[i], rstd, -b));
         if constexpr (DResidual) x[i] += dres[i];
       }
       store_row<piece, cache_policy::streaming>(dx_row + offset, x, cols_here - offset, at.thread);

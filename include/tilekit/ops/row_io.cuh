@@ -67,6 +67,11 @@ struct row_layout {
   TILEKIT_HOST_DEVICE static constexpr int group_column(int thread, int g) {
     return (g * Threads + thread) * GroupElements;
   }
+  // Whether every column of `thread` is < cols (no register holds padding): kernels take an
+  // unchecked path for such rows and test columns only in the thread that holds the tail.
+  TILEKIT_HOST_DEVICE static constexpr bool full(int thread, int cols) {
+    return group_column(thread, Groups - 1) + GroupElements <= cols;
+  }
 };
 
 // Cache behaviour of the accesses. normal: default caching (data that other rows reuse, e.g.
@@ -113,12 +118,53 @@ TILEKIT_DEVICE TILEKIT_INLINE bool is_aligned(const T* p, int bytes) {
 }  // namespace detail
 
 namespace detail {
+// Unpack one access word of T into floats. 16-bit types go through 32-bit halves of the word:
+// a bf16 pair becomes two floats with one shift and one AND (its bits are the top half of a
+// float), which is half the instructions of extracting each 16-bit value first.
+template <class T, class W>
+TILEKIT_DEVICE TILEKIT_INLINE void unpack_word(const W& w, float* out) {
+  constexpr int n = int(sizeof(W) / sizeof(T));
+  if constexpr (std::is_same_v<T, bf16> && sizeof(W) % 4 == 0) {
+    uint32_t u[sizeof(W) / 4];
+    memcpy(u, &w, sizeof(W));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(W) / 4); ++i) {
+      out[2 * i] = __uint_as_float(u[i] << 16);
+      out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+  } else if constexpr (std::is_same_v<T, fp16> && sizeof(W) % 4 == 0) {
+    fp16_2 h[sizeof(W) / 4];
+    memcpy(h, &w, sizeof(W));
+#pragma unroll
+    for (int i = 0; i < int(sizeof(W) / 4); ++i) {
+      const float2 f = __half22float2(h[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  } else {
+    T e[n];
+    memcpy(e, &w, sizeof(W));
+#pragma unroll
+    for (int i = 0; i < n; ++i) out[i] = convert<float>(e[i]);
+  }
+}
+
 // The vector path of load_row: `row` is aligned to the access size.
 template <class Layout, cache_policy Policy, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_row_vectors(float (&dst)[Layout::elements], const T* row, int cols, int thread,
                                                     float fill) {
   using access = group_access<T, Layout::group_elements>;
   using word = typename access::word;
+  if (Layout::full(thread, cols)) {  // the common case: one test for the whole row
+#pragma unroll
+    for (int g = 0; g < Layout::groups; ++g)
+#pragma unroll
+      for (int a = 0; a < access::accesses; ++a) {
+        const word w = load_word<Policy>(reinterpret_cast<const word*>(row + Layout::group_column(thread, g)) + a);
+        unpack_word<T>(w, dst + g * Layout::group_elements + a * access::elements);
+      }
+    return;
+  }
 #pragma unroll
   for (int g = 0; g < Layout::groups; ++g) {
     const int c0 = Layout::group_column(thread, g);
@@ -127,10 +173,7 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_vectors(float (&dst)[Layout::element
 #pragma unroll
       for (int a = 0; a < access::accesses; ++a) {
         const word w = load_word<Policy>(reinterpret_cast<const word*>(row + c0) + a);
-        T e[access::elements];
-        memcpy(e, &w, sizeof(w));
-#pragma unroll
-        for (int i = 0; i < access::elements; ++i) out[a * access::elements + i] = convert<float>(e[i]);
+        unpack_word<T>(w, out + a * access::elements);
       }
     } else {
 #pragma unroll
@@ -169,35 +212,49 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::element
 
 // Store the thread's registers of a row chunk, converting float -> T (round to nearest even).
 // Columns >= cols are not written.
+namespace detail {
+// One aligned access of a group of floats, converted to T (pairs of 16-bit values convert with
+// one cvt.rn.{bf16x2,f16x2}.f32 each).
+template <class T, cache_policy Policy, class Access>
+TILEKIT_DEVICE TILEKIT_INLINE void store_access(T* address, const float* in) {
+  T e[Access::elements];
+  if constexpr (is_16bit_float<T> && Access::elements % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < Access::elements; i += 2) {
+      const packed_t<T> p = convert<packed_t<T>>(make_float2(in[i], in[i + 1]));
+      memcpy(&e[i], &p, sizeof(p));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < Access::elements; ++i) e[i] = convert<T>(in[i]);
+  }
+  typename Access::word w;
+  memcpy(&w, e, sizeof(w));
+  store_word<Policy>(reinterpret_cast<typename Access::word*>(address), w);
+}
+}  // namespace detail
+
 template <class Layout, cache_policy Policy = cache_policy::normal, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::elements], int cols, int thread) {
   using access = detail::group_access<T, Layout::group_elements>;
-  using word = typename access::word;
   if (detail::is_aligned(row, access::bytes)) {
+    if (Layout::full(thread, cols)) {  // the common case: one test for the whole row
+#pragma unroll
+      for (int g = 0; g < Layout::groups; ++g)
+#pragma unroll
+        for (int a = 0; a < access::accesses; ++a)
+          detail::store_access<T, Policy, access>(row + Layout::group_column(thread, g) + a * access::elements,
+                                                  src + g * Layout::group_elements + a * access::elements);
+      return;
+    }
 #pragma unroll
     for (int g = 0; g < Layout::groups; ++g) {
       const int c0 = Layout::group_column(thread, g);
       const float* in = src + g * Layout::group_elements;
       if (c0 + Layout::group_elements <= cols) {
 #pragma unroll
-        for (int a = 0; a < access::accesses; ++a) {
-          T e[access::elements];
-          if constexpr (is_16bit_float<T> && access::elements % 2 == 0) {
-            // Pairs convert with one cvt.rn.{bf16x2,f16x2}.f32 each.
-#pragma unroll
-            for (int i = 0; i < access::elements; i += 2) {
-              const packed_t<T> p = convert<packed_t<T>>(
-                  make_float2(in[a * access::elements + i], in[a * access::elements + i + 1]));
-              memcpy(&e[i], &p, sizeof(p));
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < access::elements; ++i) e[i] = convert<T>(in[a * access::elements + i]);
-          }
-          word w;
-          memcpy(&w, e, sizeof(w));
-          detail::store_word<Policy>(reinterpret_cast<word*>(row + c0) + a, w);
-        }
+        for (int a = 0; a < access::accesses; ++a)
+          detail::store_access<T, Policy, access>(row + c0 + a * access::elements, in + a * access::elements);
       } else {
 #pragma unroll
         for (int i = 0; i < Layout::group_elements; ++i)
