@@ -43,7 +43,7 @@
 //
 // A row op is a struct with (see the kernels' .cu files for real ones):
 //   using element = T;                            streamed matrices' element type
-//   using reduce_value = V;                       what its reductions combine (float, max_sum..)
+//   using reduce_value = V;                       what its reductions combine (float, exp2_sum..)
 //   using params = P;                             kernel parameters, with `rows` and `cols`
 //   static constexpr int inputs = K;              streamed matrices
 //   static constexpr bool per_worker_results;     end() writes one result per worker
@@ -196,12 +196,15 @@ struct row_schedule {
       std::conditional_t<(cluster_ctas > 1), cluster_reduce_scratch<cta_threads, V>, group_storage<V>>>;
 
   // Reduce over the threads of the row (all of them call it); every one gets the result.
-  template <class Storage, class V, class ReduceOp>
+  // WarpUniform: the value is already reduced over each warp (identical in its lanes).
+  template <bool WarpUniform, class Storage, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static V reduce(V value, ReduceOp op, Storage& storage, const row_place& at) {
-    if constexpr (warp_per_row) return warp_reduce(value, op);
-    else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads>(value, op, storage);
-    else if constexpr (groups == 1) return block_reduce<cta_threads>(value, op, storage.group[0].values);
-    else return group_reduce<group_threads>(value, op, storage.group[at.group].values, first_free_barrier_id + at.group);
+    if constexpr (warp_per_row) return WarpUniform ? value : warp_reduce(value, op);
+    else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads, WarpUniform>(value, op, storage);
+    else if constexpr (groups == 1) return block_reduce<cta_threads, WarpUniform>(value, op, storage.group[0].values);
+    else
+      return group_reduce<group_threads, WarpUniform>(value, op, storage.group[at.group].values,
+                                                      first_free_barrier_id + at.group);
   }
 #endif
 };
@@ -222,15 +225,27 @@ struct row_reduce_storage {
 };
 
 // What a row op sees besides its row: the reduction over its group (of floats or of the op's
-// reduce_value).
+// reduce_value), from one value per thread (reduce) or per warp (reduce_warps: every lane holds
+// its warp's result already, e.g. after a warp_reduce the op needed anyway, so the ladder
+// starts at the warp partials).
 template <class S, class Storage>
 struct row_context {
   Storage& storage;
   const row_place& at;
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce(V value, ReduceOp op) const {
-    if constexpr (std::is_same_v<V, float>) return S::reduce(value, op, storage.floats, at);
-    else return S::reduce(value, op, storage.values, at);
+    return reduce_from<false>(value, op);
+  }
+  template <class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE V reduce_warps(V value, ReduceOp op) const {
+    return reduce_from<true>(value, op);
+  }
+
+ private:
+  template <bool WarpUniform, class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE V reduce_from(V value, ReduceOp op) const {
+    if constexpr (std::is_same_v<V, float>) return S::template reduce<WarpUniform>(value, op, storage.floats, at);
+    else return S::template reduce<WarpUniform>(value, op, storage.values, at);
   }
 };
 

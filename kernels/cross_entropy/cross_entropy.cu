@@ -4,15 +4,17 @@
 //
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf);
-//   2. thread-local statistics: m = max, s = sum exp(x - m) (the exponentials stay in the
-//      registers), the sum of the logits (label smoothing only), and the label's logit (from
-//      the registers of the one thread that owns its column);
-//   3. ONE reduction of these four numbers (ce_stats_op: an online-softmax combine for
-//      (m, s), plain sums for the others), so the row needs a single CTA/cluster exchange;
-//   4. lse = M + log S; the leader writes loss and lse; with the fused gradient every thread
-//      turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V - (1 - eps) [c == t]).
+//   2. per warp: m = max (shuffles), the exponentials exp(x - m) in place and their sum
+//      (warp_exp_sum, in base 2), and the sum of the logits (label smoothing only);
+//   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (b, s),
+//      a plain sum for the logits), so the row needs a single CTA/cluster exchange;
+//   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
+//      the label's logit from the staged row) writes the loss; with the fused gradient every
+//      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V), and the
+//      label's owner then rewrites its one element with the extra -(1 - eps) g.
 // Backward: every element is independent once lse is known (no reduction): read logits, write
-// dlogits. Labels, lse and upstream gradients are per-row scalars fetched one item ahead.
+// dlogits (the label's element patched the same way). Labels, lse and upstream gradients are
+// per-row scalars fetched one item ahead.
 #include "cross_entropy/cross_entropy.h"
 
 #include <algorithm>
@@ -33,20 +35,20 @@ namespace {
 // Written as the loss (and gradient) of rows whose label is neither ignore_index nor in [0, vocab).
 constexpr float invalid_label_marker = std::numeric_limits<float>::quiet_NaN();
 
-// The per-row statistics of the forward, reduced together (16 bytes: one st.async per CTA at
-// the cluster level).
+// The per-row statistics of the forward, reduced together over the warps of the row (16 bytes:
+// one st.async per CTA at the cluster level).
 struct ce_stats {
-  float max;          // max of the logits
-  float sum_exp;      // sum of exp(logit - max)
-  float sum_logits;   // sum of the logits (only with label smoothing, else 0)
-  float label_logit;  // the label's logit (contributed by one thread, 0 elsewhere)
+  float base;        // the row's base 2 exponent offset, ~ max logit * log2(e) (see exp2_sum)
+  float sum_exp;     // sum of 2^(logit * log2(e) - base)
+  float sum_logits;  // sum of the logits (only with label smoothing, else 0)
+  float unused;      // pads the partial to one 16-byte st.async
 };
 
 struct ce_stats_op {
   TILEKIT_HOST_DEVICE static constexpr ce_stats identity() { return {-infinity, 0.f, 0.f, 0.f}; }
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats operator()(ce_stats a, ce_stats b) const {
-    const max_sum m = max_sum_op{}(max_sum{a.max, a.sum_exp}, max_sum{b.max, b.sum_exp});
-    return {m.max, m.sum, a.sum_logits + b.sum_logits, a.label_logit + b.label_logit};
+    const exp2_sum m = exp2_sum_op{}(exp2_sum{a.base, a.sum_exp}, exp2_sum{b.base, b.sum_exp});
+    return {m.base, m.sum, a.sum_logits + b.sum_logits, 0.f};
   }
 };
 
@@ -107,30 +109,29 @@ TILEKIT_DEVICE TILEKIT_INLINE float row_gradient(const ce_row& r, float grad_sca
   return grad_scale * r.grad;
 }
 
-// The register (0..Layout::elements-1) of `thread` that holds column `column` of the chunk, or
-// -1 when another thread holds it (or column < 0). The loops then compare a constant register
-// index with one integer instead of recomputing every register's column.
+// The label of a row as the row op sees it: whether it is ignored or valid, and whether THIS
+// thread holds its column (exactly one thread of the row does when it is valid and not
+// ignored). The thread owning the label reads its logit from the staged row in shared memory,
+// writes the loss and patches the label's dlogit, so no loop over the registers compares
+// columns with the label.
+struct ce_label {
+  bool ignored;
+  bool in_range;
+  bool owned;
+  int column;  // the label's column in this CTA's chunk (meaningful when owned)
+};
 template <class Layout>
-TILEKIT_DEVICE TILEKIT_INLINE int register_of_column(int64_t column, int thread) {
-  if (column < 0 || column >= Layout::columns) return -1;
-  const int c = int(column);
-  const int group = c / Layout::group_elements;
-  if (group % Layout::threads != thread) return -1;
-  return (group / Layout::threads) * Layout::group_elements + c % Layout::group_elements;
-}
-
-// dlogits_j = g * (p_j * (1 + 2 z lse) - eps / V - (1 - eps) [j == label]), with the
-// probabilities p_j = values[j] * probability_scale / (g * (1 + 2 z lse)) folded into one scale.
-template <class Layout>
-TILEKIT_DEVICE TILEKIT_INLINE void write_dlogits(float (&values)[Layout::elements], float probability_scale, float g,
-                                                 float smoothing, int vocab, int label_register) {
-  const float uniform_target = g * smoothing / float(vocab);
-  const float label_target = g * (1.f - smoothing);
-#pragma unroll
-  for (int j = 0; j < Layout::elements; ++j) {
-    const float target = j == label_register ? label_target + uniform_target : uniform_target;
-    values[j] = fmaf(values[j], probability_scale, -target);
-  }
+TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_place& at, int64_t ignore_index,
+                                                   int vocab) {
+  ce_label l;
+  l.ignored = r.label == ignore_index;
+  l.in_range = r.label >= 0 && r.label < vocab;
+  const int64_t column = r.label - at.col0;
+  l.column = int(column);
+  // Groups of Layout::group_elements columns are dealt round-robin over the threads.
+  l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
+            (int(column) / Layout::group_elements) % Layout::threads == at.thread;
+  return l;
 }
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows).
@@ -156,64 +157,66 @@ struct ce_forward_op {
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                          const T* (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
-    const bool ignored = r.label == p.ignore_index;
-    const bool label_in_range = r.label >= 0 && r.label < p.cols;
     const int cols = p.cols - at.col0;
-    // The register holding the label's logit in this thread (-1: elsewhere, ignored or invalid).
-    const int label_register =
-        label_in_range && !ignored ? register_of_column<layout>(r.label - at.col0, at.thread) : -1;
+    const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
+    const float smoothing = p.label_smoothing;
 
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
-    float my_sum_logits = 0.f, label_logit = 0.f;
+    const float label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
+    float sum_logits = 0.f;
+    if (smoothing != 0.f) {  // uniform; padding (-inf) is skipped only by the thread holding the tail
+      if (layout::full(at.thread, cols)) {
 #pragma unroll
-    for (int j = 0; j < layout::elements; ++j) {
-      if (p.label_smoothing != 0.f && layout::column(at.thread, j) < cols) my_sum_logits += values[j];
-      if (j == label_register) label_logit = values[j];
-    }
-    float my_max = -infinity;
+        for (int j = 0; j < layout::elements; ++j) sum_logits += values[j];
+      } else {
 #pragma unroll
-    for (int j = 0; j < layout::elements; ++j) my_max = fmaxf(my_max, values[j]);
-    float my_sum_exp = 0.f;
-    if (my_max != -infinity) {
-#pragma unroll
-      for (int j = 0; j < layout::elements; ++j) {
-        values[j] = exp2_fast((values[j] - my_max) * log2e);
-        my_sum_exp += values[j];
+        for (int j = 0; j < layout::elements; ++j)
+          if (layout::column(at.thread, j) < cols) sum_logits += values[j];
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < layout::elements; ++j) values[j] = 0.f;  // see softmax.cu
+      sum_logits = warp_reduce(sum_logits, sum_op{});
     }
-
-    const ce_stats total = ctx.reduce(ce_stats{my_max, my_sum_exp, my_sum_logits, label_logit}, ce_stats_op{});
-    const float lse = total.max + logf(total.sum_exp);
-    const float smoothing = p.label_smoothing;
-    if (at.leader()) {
-      if (p.lse) p.lse[row] = lse;
+    // values := exp(x - warp max) in base 2; one reduction of the warps' partials for the row.
+    const exp2_sum warp = warp_exp_sum(values);
+    const ce_stats total = ctx.reduce_warps(ce_stats{warp.base, warp.sum, sum_logits, 0.f}, ce_stats_op{});
+    // lg2.approx: absolute error ~2^-22 on log2(S), S >= 1 (far below the fp32 rounding of lse).
+    const float lse = (total.base + log2_fast(total.sum_exp)) * ln2;
+    if (at.leader() && p.lse) p.lse[row] = lse;
+    // The loss: by the thread holding the label, or by the leader when there is no valid label.
+    if (label.owned || (at.leader() && (label.ignored || !label.in_range))) {
       float loss = 0.f;
-      if (!ignored) {
-        loss = label_in_range ? lse - (1.f - smoothing) * total.label_logit -
-                                    smoothing * (total.sum_logits / float(p.cols)) + p.z_loss_weight * lse * lse
+      if (!label.ignored) {
+        loss = label.in_range ? lse - (1.f - smoothing) * label_logit - smoothing * (total.sum_logits / float(p.cols)) +
+                                    p.z_loss_weight * lse * lse
                               : invalid_label_marker;
       }
       p.loss[row] = loss;
     }
 
     if constexpr (WriteGradient) {
-      const float g = row_gradient(r, p.grad_scale, ignored, label_in_range);
-      // p_j = values[j] * exp(my_max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
+      const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
+      // p_j = values[j] * 2^(warp base - row base) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =
-          exp2_fast((my_max - total.max) * log2e) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
-      write_dlogits<layout>(values, probability_scale, g, smoothing, p.cols, label_register);
-      store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0,
-                                                 values, cols, at.thread);
+          exp2_fast(warp.base - total.base) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
+      const float uniform_target = g * smoothing / float(p.cols);
+#pragma unroll
+      for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
+      T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
+      store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+      if (label.owned) {
+        // The label's column also has the target's -(1 - eps) g. Recompute its exponential exactly
+        // as warp_exp_sum did (same operations, same bits) and overwrite the element this thread
+        // just stored (one thread, one address: the stores stay in program order).
+        const float e = exp2_fast(fmaf(label_logit, log2e, -warp.base));
+        out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
+      }
     }
   }
 };
 
 // Backward: every element is independent once lse is known (no reduction): read logits,
 // write dlogits, through the same streamed rows as the forward.
+//   dlogits_j = g * (p_j * (1 + 2 z lse) - eps / V - (1 - eps) [j == label]),  p_j = exp(x_j - lse).
 template <class T>
 struct ce_backward_op {
   using element = T;
@@ -236,21 +239,25 @@ struct ce_backward_op {
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                          const T* (&in)[1], const Ctx&) {
     using layout = typename S::layout;
-    const bool ignored = r.label == p.ignore_index;
-    const bool label_in_range = r.label >= 0 && r.label < p.cols;
     const int cols = p.cols - at.col0;
-    const int label_register =
-        label_in_range && !ignored ? register_of_column<layout>(r.label - at.col0, at.thread) : -1;
-    const float g = row_gradient(r, p.grad_scale, ignored, label_in_range);
+    const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
+    const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
+    const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * r.lse);
+    const float uniform_target = g * p.label_smoothing / float(p.cols);
 
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
+    // exp(x - lse) as 2^((x - lse) log2 e): x - lse first, so that large logits (lse ~ 500)
+    // keep the precision that a rounded lse * log2(e) would lose.
 #pragma unroll
-    for (int j = 0; j < layout::elements; ++j) values[j] = exp2_fast((values[j] - r.lse) * log2e);
-    write_dlogits<layout>(values, g * (1.f + 2.f * p.z_loss_weight * r.lse), g, p.label_smoothing, p.cols,
-                          label_register);
-    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0,
-                                               values, cols, at.thread);
+    for (int j = 0; j < layout::elements; ++j)
+      values[j] = fmaf(exp2_fast((values[j] - r.lse) * log2e), probability_scale, -uniform_target);
+    T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
+    store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+    if (label.owned) {  // the label's column: minus (1 - eps) g more (see the forward)
+      const float e = exp2_fast((convert<float>(in[0][label.column]) - r.lse) * log2e);
+      out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - p.label_smoothing))));
+    }
   }
 };
 

@@ -3,10 +3,11 @@
 //
 // Forward, per row, one read of x and one write of y:
 //   1. load this thread's columns into registers (padding = -inf, which exp maps to 0);
-//   2. m = max of my columns; e_j = exp(x_j - m) in place; s = sum e_j;
-//   3. one reduction of the pair (m, s) with the online-softmax combine (max_sum_op):
-//      (M, S) = (row max, sum_j exp(x_j - M));
-//   4. y_j = e_j * exp(m - M) / S, stored.
+//   2. m = max over the warp (shuffles); e_j = exp(x_j - m) in place (computed in base 2:
+//      2^(x_j log2 e - b), b = m log2 e rounded); s = warp sum of e_j (warp_exp_sum);
+//   3. one reduction of the warps' pairs (b, s) with the online-softmax combine (exp2_sum_op):
+//      (B, S) = (row base, sum_j 2^(x_j log2 e - B));
+//   4. y_j = e_j * 2^(b - B) / S, stored.
 // Backward, per row, one read of y and dy and one write of dx:
 //   dot = sum_j y_j * dy_j (one sum reduction), dx_j = y_j * (dy_j - dot).
 #include "softmax/softmax.h"
@@ -47,7 +48,7 @@ struct softmax_backward_params {
 template <class T>
 struct softmax_forward_op {
   using element = T;
-  using reduce_value = max_sum;
+  using reduce_value = exp2_sum;
   using params = softmax_forward_params;
   static constexpr int inputs = 1;
   static constexpr bool per_worker_results = false;
@@ -69,26 +70,13 @@ struct softmax_forward_op {
     const int cols = p.cols - at.col0;
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
-    float my_max = -infinity;
-#pragma unroll
-    for (int j = 0; j < layout::elements; ++j) my_max = fmaxf(my_max, values[j]);
-    float my_sum = 0.f;
-    if (my_max != -infinity) {
-#pragma unroll
-      for (int j = 0; j < layout::elements; ++j) {
-        values[j] = exp2_fast((values[j] - my_max) * log2e);
-        my_sum += values[j];
-      }
-    } else {
-      // No columns here, or only -inf ones (whose probability is 0): contribute (-inf, 0)
-      // rather than exp(-inf - -inf) = NaN.
-#pragma unroll
-      for (int j = 0; j < layout::elements; ++j) values[j] = 0.f;
-    }
-    const max_sum total = ctx.reduce(max_sum{my_max, my_sum}, max_sum_op{});
-    // exp(my_max - row max) rescales this thread's exponentials to the row maximum, as the
-    // reduction rescaled its sum (0 when this thread's values are all 0 already).
-    const float scale = exp2_fast((my_max - total.max) * log2e) / total.sum;
+    // values := exp(x - warp max) in base 2; only the warps' (base, sum) pairs take the online
+    // combine.
+    const exp2_sum warp = warp_exp_sum(values);
+    const exp2_sum total = ctx.reduce_warps(warp, exp2_sum_op{});
+    // 2^(warp base - row base) rescales this warp's exponentials to the row's base, as the
+    // reduction rescaled its sum (0 when the warp holds only padding).
+    const float scale = exp2_fast(warp.base - total.base) / total.sum;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) values[j] *= scale;
     store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + row * p.y_row_stride + at.col0, values, cols,

@@ -3,9 +3,14 @@
 //
 //   thread  : the caller folds its registers into one value
 //   warp    : warp_reduce       butterfly of __shfl_xor_sync, every lane gets the result
-//   CTA     : block_reduce      one value per warp through shared memory, then a warp reduce
+//   CTA     : block_reduce      one value per warp through shared memory, then log2(warps)
+//                               shuffle levels over the partials (group_reduce: the same for a
+//                               group of warps on its own named barrier)
 //   cluster : cluster_reduce    one value per CTA through distributed shared memory (st.async
 //                               completing on each peer's mbarrier), every CTA combines all
+//
+// WarpUniform = true enters the ladder at the warp partials: every lane already holds its
+// warp's result (e.g. warp_exp_sum below, which needs the warp max before it can exponentiate).
 //
 // Every level returns the result to ALL threads (of the warp, CTA, cluster), and the result is
 // bitwise identical in all of them: the butterfly combines op(a, b) in one lane and op(b, a) in
@@ -14,7 +19,7 @@
 // normalize its slice of a row with the same rstd).
 //
 // Values. The reduced type T is float, or any trivially copyable struct of 4-byte words (at
-// most 16 bytes for the cluster level, which moves it with one st.async), e.g. max_sum below.
+// most 16 bytes for the cluster level, which moves it with one st.async), e.g. exp2_sum below.
 // Ops are functors `T operator()(T, T) const` with `static T identity()`: the value that
 // changes nothing (0 for a sum, -inf for a max); kernels fill out-of-range registers with it.
 //
@@ -45,29 +50,6 @@ struct sum_op {
 struct max_op {
   TILEKIT_HOST_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return a > b ? a : b; }
   TILEKIT_HOST_DEVICE static constexpr float identity() { return -infinity; }
-};
-
-// A running maximum and the sum of exp(x - max) over the same elements: the state of an
-// online log-sum-exp (softmax, cross-entropy) that needs ONE reduction instead of a max then a
-// sum. log-sum-exp = max + log(sum). Combining rescales the smaller side's sum:
-//   (m1, s1) + (m2, s2) = (m, s1 * exp(m1 - m) + s2 * exp(m2 - m)),  m = max(m1, m2).
-// An empty side is (-inf, 0); two empty sides stay (-inf, 0) instead of producing NaN from
-// exp(-inf - -inf).
-struct max_sum {
-  float max;
-  float sum;
-};
-
-struct max_sum_op {
-  TILEKIT_HOST_DEVICE static constexpr max_sum identity() { return {-infinity, 0.0f}; }
-#if defined(__CUDACC__)
-  TILEKIT_DEVICE TILEKIT_INLINE max_sum operator()(max_sum a, max_sum b) const {
-    const float m = fmaxf(a.max, b.max);
-    if (m == -infinity) return identity();
-    // exp2 with the log2(e) scale folded into the difference: one FMUL + MUFU.EX2 per side.
-    return {m, a.sum * exp2_fast((a.max - m) * log2e) + b.sum * exp2_fast((b.max - m) * log2e)};
-  }
-#endif
 };
 
 // Shared memory that block_reduce<Threads> needs: one value per warp.
@@ -115,21 +97,81 @@ TILEKIT_DEVICE TILEKIT_INLINE T warp_reduce(T value, Op op) {
   return value;
 }
 
+// The online-softmax state in base 2, as kernels compute it: sum = sum_j 2^(x_j * log2(e) - base).
+// Any base near max * log2(e) works as long as the same float scales the elements and the sum;
+// that is what keeps partials with different bases consistent (each exponent is one FFMA
+// x * log2e - base, and the combine shifts by base differences, exact for nearby bases).
+// log-sum-exp = (base + log2(sum)) * ln(2).
+struct exp2_sum {
+  float base;
+  float sum;
+};
+
+struct exp2_sum_op {
+  TILEKIT_HOST_DEVICE static constexpr exp2_sum identity() { return {-infinity, 0.0f}; }
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE TILEKIT_INLINE exp2_sum operator()(exp2_sum a, exp2_sum b) const {
+    const float m = fmaxf(a.base, b.base);
+    if (m == -infinity) return identity();
+    return {m, a.sum * exp2_fast(a.base - m) + b.sum * exp2_fast(b.base - m)};
+  }
+#endif
+};
+
+// The softmax statistics of a warp's registers, with no exponentials inside the warp's
+// reduction: m = max over the warp (shuffles only), base = m * log2(e) rounded, values[j] :=
+// 2^(values[j] * log2(e) - base) = exp(values[j] - m) in place, and (base, sum over the warp
+// of the exponentials) returned, identical in every lane. Only the warp partials of a larger
+// group then need exp2_sum_op (reduce them with WarpUniform = true). Per element: one FMNMX,
+// one FFMA, one MUFU.EX2, one FADD. A warp whose values are all -inf (padding) gets zeros and
+// (-inf, 0).
+template <int N>
+TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(float (&values)[N]) {
+  struct fmax_op {
+    TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
+  };
+  // Two independent chains each for the max and the sum (the dependent FMNMX / FADD latency is
+  // the critical path of the row otherwise).
+  float m0 = -infinity, m1 = -infinity;
+#pragma unroll
+  for (int j = 0; j < N; j += 2) {
+    m0 = fmaxf(m0, values[j]);
+    if (j + 1 < N) m1 = fmaxf(m1, values[j + 1]);
+  }
+  const float m = warp_reduce(fmaxf(m0, m1), fmax_op{});
+  if (m == -infinity) {  // warp-uniform
+#pragma unroll
+    for (int j = 0; j < N; ++j) values[j] = 0.0f;
+    return exp2_sum_op::identity();
+  }
+  const float base = m * log2e;
+  float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    values[j] = exp2_fast(fmaf(values[j], log2e, -base));
+    if (j % 2 == 0) s0 += values[j];
+    else s1 += values[j];
+  }
+  return {base, warp_reduce(s0 + s1, sum_op{})};
+}
+
 namespace detail {
 // block_reduce with a hook that every thread runs between the two CTA barriers, i.e. at a point
 // where all threads have entered this reduction and none has left it (cluster_reduce uses it
 // to advance its round counter without a race).
 // `Sync` is the barrier of the participating threads (__syncthreads for a whole CTA, a named
-// barrier for a group of warps).
+// barrier for a group of warps). `WarpUniform`: every lane of a warp already holds its warp's
+// result (the caller reduced over the warp itself), so the warp level is skipped.
 struct cta_sync {
   TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { __syncthreads(); }
 };
-template <int Threads, class T, class Op, class Between, class Sync = cta_sync>
+template <int Threads, bool WarpUniform = false, class T, class Op, class Between, class Sync = cta_sync>
 TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Between between, Sync sync = {}) {
   static_assert(Threads % warp_threads == 0 && Threads <= warp_threads * warp_threads,
                 "block_reduce needs a whole number of warps, 1..32 of them (Threads = 32, 64, ..., 1024)");
   constexpr int warps = Threads / warp_threads;
-  value = warp_reduce(value, op);
+  static_assert((warps & (warps - 1)) == 0, "block_reduce: the number of warps must be a power of two");
+  if constexpr (!WarpUniform) value = warp_reduce(value, op);
   if constexpr (warps == 1) {
     between();
     return value;
@@ -137,10 +179,13 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Be
     if (laneid() == 0) scratch[warpid() % warps] = value;
     sync();
     between();
-    // Every warp reduces the per-warp partials itself (one shared load + 5 shuffles), so no
-    // broadcast step and no third barrier are needed.
-    value = laneid() < warps ? scratch[laneid()] : Op::identity();
-    value = warp_reduce(value, op);
+    // Every warp reduces the per-warp partials itself, so no broadcast step and no third
+    // barrier are needed: lane l holds partial l % warps, and a butterfly over the low
+    // log2(warps) lane bits combines each aligned run of `warps` lanes -- every run holds the
+    // same partials in the same order, so all lanes end with the same bits.
+    value = scratch[laneid() % warps];
+#pragma unroll
+    for (int lane_mask = warps / 2; lane_mask > 0; lane_mask /= 2) value = op(value, shuffle_xor(value, lane_mask));
     // Nobody may overwrite `scratch` (a second reduction) before every warp has read it.
     sync();
     return value;
@@ -155,9 +200,9 @@ struct no_hook {
 // Threads = blockDim.x (all of them must call it), scratch = block_reduce_scratch<Threads,
 // T>::values in shared memory. Safe to call back to back with the same scratch: the second
 // call cannot overwrite partials the first is still reading (it ends with a CTA barrier).
-template <int Threads, class Op, class T>
+template <int Threads, bool WarpUniform = false, class Op, class T>
 TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
-  return detail::block_reduce_with<Threads>(value, op, scratch, detail::no_hook{});
+  return detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch, detail::no_hook{});
 }
 
 // Reduce over a group of Threads threads (whole warps, warp-aligned: warps k * Threads / 32 ..
@@ -165,13 +210,13 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
 // (1..15, one id per group that may reduce at the same time; see named_barrier.cuh). scratch =
 // block_reduce_scratch<Threads, T>::values of THIS group. Several groups of a CTA reduce
 // different rows concurrently without waiting for each other.
-template <int Threads, class Op, class T>
+template <int Threads, bool WarpUniform = false, class Op, class T>
 TILEKIT_DEVICE TILEKIT_INLINE T group_reduce(T value, Op op, T* scratch, int barrier_id) {
   struct named_sync {
     int id;
     TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { named_barrier_sync(id, Threads); }
   };
-  return detail::block_reduce_with<Threads>(value, op, scratch, detail::no_hook{}, named_sync{barrier_id});
+  return detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch, detail::no_hook{}, named_sync{barrier_id});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,12 +275,12 @@ TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Th
 // Reduce one value per thread over every thread of every CTA in the cluster; all of them get
 // the (bitwise identical) result. Every thread of every CTA must call it, the same number of
 // times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
-template <int Threads, class Op, class T>
+template <int Threads, bool WarpUniform = false, class Op, class T>
 TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
   const uint32_t round = scratch.round;
   const uint32_t buffer = round % cluster_reduce_scratch<Threads, T>::buffers;
   const uint32_t parity = (round / cluster_reduce_scratch<Threads, T>::buffers) % 2;
-  const T partial = detail::block_reduce_with<Threads>(value, op, scratch.block.values, [&] {
+  const T partial = detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch.block.values, [&] {
     if (threadIdx.x == 0) scratch.round = round + 1;
   });
 

@@ -1,0 +1,190 @@
+// The reduction ladder of tilekit/ops/reduce.cuh, level by level:
+//   * block_reduce over a whole CTA (from one value per thread, and WarpUniform from one value
+//     per warp), sums of small integers (exact in fp32, so the check is exact);
+//   * group_reduce: four groups of 128 threads of one CTA, each on its own named barrier,
+//     reducing different data at the same time, twice in a row through the same scratch;
+//   * warp_exp_sum + cluster_reduce<WarpUniform> of exp2_sum (the softmax statistics) over
+//     clusters of 1, 2 and 4 CTAs, against an fp64 reference, with warps that hold only -inf;
+//   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
+//     by comparing all threads' copies with thread 0's.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "tilekit/core/math.cuh"
+#include "tilekit/ops/reduce.cuh"
+
+using namespace tilekit;
+using namespace tilekit::testing;
+
+namespace {
+
+constexpr int cta_threads = 256;
+constexpr int group_threads = 128;
+constexpr int groups = 512 / group_threads;
+constexpr int values_per_thread = 8;
+
+// out[thread] = block sum of in (per-thread values), out[threads + thread] = the same from
+// warp-reduced values (WarpUniform).
+__global__ void __launch_bounds__(cta_threads) block_reduce_kernel(const float* in, float* out) {
+  __shared__ block_reduce_scratch<cta_threads> scratch;
+  const float x = in[threadIdx.x];
+  out[threadIdx.x] = block_reduce<cta_threads>(x, sum_op{}, scratch.values);
+  const float warp_sum = warp_reduce(x, sum_op{});
+  out[cta_threads + threadIdx.x] = block_reduce<cta_threads, true>(warp_sum, sum_op{}, scratch.values);
+}
+
+// Four groups of 128 threads; group g sums in[g * 128 ..] and then (same scratch) the squares.
+__global__ void __launch_bounds__(512) group_reduce_kernel(const float* in, float* out) {
+  __shared__ block_reduce_scratch<group_threads> scratch[groups];
+  const int group = threadIdx.x / group_threads;
+  const float x = in[threadIdx.x];
+  // Group 0 starts late: the others must not wait for it (each group has its own barrier).
+  if (group == 0) __nanosleep(20000);
+  const float sum = group_reduce<group_threads>(x, sum_op{}, scratch[group].values, 1 + group);
+  const float squares = group_reduce<group_threads>(x * x, sum_op{}, scratch[group].values, 1 + group);
+  out[threadIdx.x] = sum;
+  out[512 + threadIdx.x] = squares;
+}
+
+// Every thread holds values_per_thread logits; out[2 * global thread + {0, 1}] = the cluster's
+// (base, sum of 2^(x log2 e - base)).
+__global__ void __launch_bounds__(cta_threads) softmax_stats_kernel(const float* in, float* out) {
+  __shared__ cluster_reduce_scratch<cta_threads, exp2_sum> scratch;
+  cluster_reduce_init(scratch);
+  const size_t thread = size_t(blockIdx.x) * cta_threads + threadIdx.x;
+  float values[values_per_thread];
+  for (int j = 0; j < values_per_thread; ++j) values[j] = in[thread * values_per_thread + j];
+  const exp2_sum warp = warp_exp_sum(values);
+  const exp2_sum total = cluster_reduce<cta_threads, true>(warp, exp2_sum_op{}, scratch);
+  out[2 * thread] = total.base;
+  out[2 * thread + 1] = total.sum;
+  // The exponentials left in place, rescaled to the cluster's base, must sum to total.sum.
+  float rescaled = 0.f;
+  for (int j = 0; j < values_per_thread; ++j) rescaled += values[j];
+  out[2 * size_t(gridDim.x) * cta_threads + thread] = rescaled * exp2_fast(warp.base - total.base);
+  cluster::sync();  // no CTA exits while a peer may still send into it
+}
+
+std::vector<float> small_integers(size_t n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> dist(-16, 16);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(dist(rng));
+  return v;
+}
+
+void expect_same_bits(const float* a, const float* b, int n, const char* what) {
+  for (int i = 0; i < n; ++i)
+    if (std::memcmp(&a[i], &b[0], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": thread " << i << " got " << a[i] << ", thread 0 got " << b[0];
+      return;
+    }
+}
+
+class Reduce : public GpuTest {};
+
+TEST_F(Reduce, BlockSumFromThreadsAndFromWarps) {
+  std::mt19937_64 rng(test_seed());
+  const auto host = small_integers(cta_threads, rng);
+  double sum = 0;
+  for (float x : host) sum += x;
+  device_buffer<float> in(host);
+  device_buffer<float> out{2 * cta_threads};
+  block_reduce_kernel<<<1, cta_threads>>>(in.get(), out.get());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  EXPECT_EQ(got[0], sum);
+  EXPECT_EQ(got[cta_threads], sum);
+  expect_same_bits(got.data(), got.data(), cta_threads, "block_reduce");
+  expect_same_bits(got.data() + cta_threads, got.data() + cta_threads, cta_threads, "block_reduce<WarpUniform>");
+}
+
+TEST_F(Reduce, IndependentGroupsOnNamedBarriers) {
+  std::mt19937_64 rng(test_seed());
+  const auto host = small_integers(512, rng);
+  device_buffer<float> in(host);
+  device_buffer<float> out{1024};
+  group_reduce_kernel<<<1, 512>>>(in.get(), out.get());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  for (int g = 0; g < groups; ++g) {
+    double sum = 0, squares = 0;
+    for (int i = g * group_threads; i < (g + 1) * group_threads; ++i) sum += host[i], squares += host[i] * host[i];
+    SCOPED_TRACE(::testing::Message() << "group " << g);
+    EXPECT_EQ(got[g * group_threads], sum);
+    EXPECT_EQ(got[512 + g * group_threads], squares);
+    expect_same_bits(got.data() + g * group_threads, got.data() + g * group_threads, group_threads, "sum");
+    expect_same_bits(got.data() + 512 + g * group_threads, got.data() + 512 + g * group_threads, group_threads,
+                     "sum of squares");
+  }
+}
+
+void run_softmax_stats(int cluster_size) {
+  SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
+  constexpr int clusters = 3;
+  const int ctas = clusters * cluster_size;
+  const size_t threads = size_t(ctas) * cta_threads;
+  std::mt19937_64 rng(test_seed() + cluster_size);
+  auto host = random_vector<float>(threads * values_per_thread, rng, -20.f, 20.f);
+  // Padding: the last CTA's warps 2.. hold only -inf (a row that ends early), and one value of
+  // every CTA's warp 1 is large, so that warps disagree on their max.
+  for (int cta = 0; cta < ctas; ++cta) {
+    host[(size_t(cta) * cta_threads + 40) * values_per_thread + 3] = 30.f + float(cta);
+    if (cta % cluster_size == cluster_size - 1)
+      for (size_t i = (size_t(cta) * cta_threads + 64) * values_per_thread;
+           i < size_t(cta + 1) * cta_threads * values_per_thread; ++i)
+        host[i] = -infinity;
+  }
+  device_buffer<float> in(host);
+  device_buffer<float> out{3 * threads};
+
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(ctas);
+  config.blockDim = dim3(cta_threads);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(cluster_size);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, softmax_stats_kernel, static_cast<const float*>(in.get()), out.get()));
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+
+  for (int c = 0; c < clusters; ++c) {
+    SCOPED_TRACE(::testing::Message() << "cluster " << c);
+    const size_t first = size_t(c) * cluster_size * cta_threads, count = size_t(cluster_size) * cta_threads;
+    double m = -INFINITY;
+    for (size_t i = first * values_per_thread; i < (first + count) * values_per_thread; ++i) m = std::max(m, double(host[i]));
+    // The base is the max times log2(e), rounded to float (one FMUL on the device).
+    const float base = float(m) * log2e;
+    double s = 0;
+    for (size_t i = first * values_per_thread; i < (first + count) * values_per_thread; ++i)
+      s += std::exp2(double(host[i]) * double(log2e) - double(base));
+    EXPECT_EQ(got[2 * first], base);
+    EXPECT_NEAR(got[2 * first + 1], s, 2e-5 * s);
+    // Every thread of every CTA of the cluster: the same (max, sum) bits as the first thread.
+    std::vector<float> bases(count), sums(count);
+    double rescaled = 0;
+    for (size_t t = 0; t < count; ++t) {
+      bases[t] = got[2 * (first + t)];
+      sums[t] = got[2 * (first + t) + 1];
+      rescaled += got[2 * threads + first + t];  // this thread's exponentials, rescaled to M
+    }
+    expect_same_bits(bases.data(), bases.data(), int(count), "base");
+    expect_same_bits(sums.data(), sums.data(), int(count), "sum");
+    // Sum over threads of (own exponentials * 2^(warp base - B)) = S.
+    EXPECT_NEAR(rescaled, s, 2e-5 * s);
+  }
+}
+
+TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }
+TEST_F(Reduce, SoftmaxStatisticsClusterOf2) { run_softmax_stats(2); }
+TEST_F(Reduce, SoftmaxStatisticsClusterOf4) { run_softmax_stats(4); }
+
+}  // namespace
