@@ -6,11 +6,18 @@
 //   BM_stream_read_reduce  the same plus one sum over the row's group / CTA / cluster
 //   BM_stream_copy         read every row from its stage and write it out (2 tensors)
 //
+// and two copies that do not use the row kernel, as references for its store path:
+//
+//   BM_bulk_copy           one thread per CTA moves 32 KiB items global -> shared -> global with
+//                          bulk copies only (a ring of loads, one bulk store per item)
+//   BM_vector_copy         a grid-stride copy with 16-byte loads and stores from registers
+//
 // bf16, M * N = 2^28 elements, GB/s of minimal traffic and x_copy as in bench_softmax.
 #include <cstdint>
 
 #include "common/row_kernel.cuh"
 #include "harness/harness.cuh"
+#include "tilekit/ops/memory/tma.cuh"
 
 namespace tb = tilekit::bench;
 namespace tkd = tilekit::kernels::detail;
@@ -83,6 +90,73 @@ void BM_stream(benchmark::State& state) {
   tb::copy_ceiling_ratio(state);
 }
 
+// Bulk copy through shared memory: per CTA a ring of `bulk_stages` items of `bulk_item_bytes`;
+// thread 0 waits for item k, stores it with one bulk store, waits until the store has read the
+// stage, and refills the stage with item k + bulk_stages.
+constexpr int bulk_stages = 6;
+constexpr uint32_t bulk_item_bytes = 32 * 1024;
+__global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y, int64_t items) {
+  extern __shared__ __align__(128) unsigned char stages[];
+  __shared__ tilekit::mbarrier full[bulk_stages];
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < bulk_stages; ++s) full[s].init(1);
+  tilekit::init_barriers_fence();
+  const auto src = [&](int64_t item) { return reinterpret_cast<const unsigned char*>(x) + item * bulk_item_bytes; };
+  auto load = [&](int s, int64_t item) {
+    full[s].arrive_expect_tx(bulk_item_bytes);
+    tilekit::tma::load_bytes_async(stages + s * bulk_item_bytes, src(item), bulk_item_bytes, full[s]);
+  };
+  int64_t k = 0;
+  for (int s = 0; s < bulk_stages; ++s)
+    if (blockIdx.x + s * int64_t(gridDim.x) < items) load(s, blockIdx.x + s * int64_t(gridDim.x));
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x, ++k) {
+    const int s = int(k % bulk_stages);
+    full[s].wait(uint32_t((k / bulk_stages) % 2));
+    tilekit::tma::store_bytes_async(reinterpret_cast<unsigned char*>(y) + item * bulk_item_bytes,
+                                    stages + s * bulk_item_bytes, bulk_item_bytes);
+    tilekit::tma::store_commit();
+    tilekit::tma::store_wait_read<0>();
+    const int64_t next = item + int64_t(bulk_stages) * gridDim.x;
+    if (next < items) load(s, next);
+  }
+  tilekit::tma::store_wait<0>();
+}
+
+__global__ void __launch_bounds__(512) vector_copy_kernel(const uint4* x, uint4* y, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(x + i), b = __ldcs(x + i + stride), c = __ldcs(x + i + 2 * stride),
+                d = __ldcs(x + i + 3 * stride);
+    __stcs(y + i, a), __stcs(y + i + stride, b), __stcs(y + i + 2 * stride, c), __stcs(y + i + 3 * stride, d);
+  }
+  for (; i < n; i += stride) __stcs(y + i, __ldcs(x + i));
+}
+
+template <bool Bulk>
+void BM_reference_copy(benchmark::State& state) {
+  tb::cuda_stream stream;
+  const size_t elements = static_cast<size_t>(total_elements);
+  tb::device_array<bf16> x(elements), y(elements);
+  TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
+  int sms = 0;
+  TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
+  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
+  tb::time_on_stream(state, stream, [&] {
+    if constexpr (Bulk) bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items);
+    else
+      vector_copy_kernel<<<sms * 4, 512, 0, stream>>>(reinterpret_cast<const uint4*>(x.data()),
+                                                        reinterpret_cast<uint4*>(y.data()),
+                                                        int64_t(elements * sizeof(bf16) / sizeof(uint4)));
+  });
+  tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
+  tb::copy_ceiling_ratio(state);
+}
+void BM_bulk_copy(benchmark::State& state) { BM_reference_copy<true>(state); }
+void BM_vector_copy(benchmark::State& state) { BM_reference_copy<false>(state); }
+
 void widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N"});
   for (int64_t n : {1024, 16384, 262144}) b->Args({n});
@@ -97,4 +171,6 @@ void BM_stream_copy(benchmark::State& state) { BM_stream<2>(state); }
 TILEKIT_BENCHMARK(BM_stream_read)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_read_reduce)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_copy)->Apply(widths);
+TILEKIT_BENCHMARK(BM_bulk_copy);
+TILEKIT_BENCHMARK(BM_vector_copy);
 TILEKIT_BENCHMARK_MAIN()

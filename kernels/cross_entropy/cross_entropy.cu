@@ -5,8 +5,8 @@
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf);
 //   2. per warp: m = max (shuffles), the exponentials exp(x - m) in place and their sum
-//      (warp_exp_sum, in base 2), and the sum of the logits (label smoothing only);
-//   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (b, s),
+//      (warp_exp_sum_natural), and the sum of the logits (label smoothing only);
+//   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (m, s),
 //      a plain sum for the logits), so the row needs a single CTA/cluster exchange;
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
 //      the label's logit from the staged row) writes the loss; with the fused gradient every
@@ -38,17 +38,16 @@ constexpr float invalid_label_marker = std::numeric_limits<float>::quiet_NaN();
 // The per-row statistics of the forward, reduced together over the warps of the row (16 bytes:
 // one st.async per CTA at the cluster level).
 struct ce_stats {
-  float base;        // the row's base 2 exponent offset, ~ max logit * log2(e) (see exp2_sum)
-  float sum_exp;     // sum of 2^(logit * log2(e) - base)
+  float max;         // max of the logits
+  float sum_exp;     // sum of exp(logit - max)
   float sum_logits;  // sum of the logits (only with label smoothing, else 0)
   float unused;      // pads the partial to one 16-byte st.async
 };
 
 struct ce_stats_op {
-  TILEKIT_HOST_DEVICE static constexpr ce_stats identity() { return {-infinity, 0.f, 0.f, 0.f}; }
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats operator()(ce_stats a, ce_stats b) const {
-    const exp2_sum m = exp2_sum_op{}(exp2_sum{a.base, a.sum_exp}, exp2_sum{b.base, b.sum_exp});
-    return {m.base, m.sum, a.sum_logits + b.sum_logits, 0.f};
+    const max_sum m = max_sum_op{}(max_sum{a.max, a.sum_exp}, max_sum{b.max, b.sum_exp});
+    return {m.max, m.sum, a.sum_logits + b.sum_logits, 0.f};
   }
 };
 
@@ -176,11 +175,13 @@ struct ce_forward_op {
       }
       sum_logits = warp_reduce(sum_logits, sum_op{});
     }
-    // values := exp(x - warp max) in base 2; one reduction of the warps' partials for the row.
-    const exp2_sum warp = warp_exp_sum(values);
-    const ce_stats total = ctx.reduce_warps(ce_stats{warp.base, warp.sum, sum_logits, 0.f}, ce_stats_op{});
-    // lg2.approx: absolute error ~2^-22 on log2(S), S >= 1 (far below the fp32 rounding of lse).
-    const float lse = (total.base + log2_fast(total.sum_exp)) * ln2;
+    // values := exp(x - warp max), natural units (warp_exp_sum_natural): the max's term is
+    // exactly 1, so lse and the loss are exact for a one-element row (loss 0 at vocab = 1),
+    // at one more instruction per element than the base-2 form softmax uses.
+    const max_sum warp = warp_exp_sum_natural(values);
+    const ce_stats total = ctx.reduce_warps(ce_stats{warp.max, warp.sum, sum_logits, 0.f}, ce_stats_op{});
+    // lg2.approx: absolute error ~2^-22 on log2(S), S >= 1 (lg2(1) = 0 exactly).
+    const float lse = total.max + log2_fast(total.sum_exp) * ln2;
     if (at.leader() && p.lse) p.lse[row] = lse;
     // The loss: by the thread holding the label, or by the leader when there is no valid label.
     if (label.owned || (at.leader() && (label.ignored || !label.in_range))) {
@@ -195,9 +196,9 @@ struct ce_forward_op {
 
     if constexpr (WriteGradient) {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
-      // p_j = values[j] * 2^(warp base - row base) / S; d/dx_j of z lse^2 = 2 z lse p_j.
+      // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =
-          exp2_fast(warp.base - total.base) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
+          exp2_fast((warp.max - total.max) * log2e) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
       const float uniform_target = g * smoothing / float(p.cols);
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
@@ -207,7 +208,7 @@ struct ce_forward_op {
         // The label's column also has the target's -(1 - eps) g. Recompute its exponential exactly
         // as warp_exp_sum did (same operations, same bits) and overwrite the element this thread
         // just stored (one thread, one address: the stores stay in program order).
-        const float e = exp2_fast(fmaf(label_logit, log2e, -warp.base));
+        const float e = exp2_fast((label_logit - warp.max) * log2e);
         out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
       }
     }

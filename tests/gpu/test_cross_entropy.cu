@@ -325,6 +325,33 @@ TEST_F(CrossEntropy, IgnoreIndexInsideTheVocabulary) {
   check<float>(6, 131072, 0, o, true);
 }
 
+// A one-word vocabulary: lse is the logit itself and the loss exactly 0 (what torch gives; a
+// log-sum-exp whose max term is not exactly 1 is off by an ulp of the logit here).
+TEST_F(CrossEntropy, OneWordVocabularyIsExact) {
+  const int64_t rows = 37;
+  std::mt19937_64 rng(test_seed());
+  const std::vector<float> x = random_vector<float>(size_t(rows), rng, -30.f, 30.f);
+  device_buffer<float> logits(x);
+  device_buffer<int64_t> labels(std::vector<int64_t>(size_t(rows), 0));
+  device_buffer<float> loss(rows), lse(rows);
+  tk::cross_entropy_forward_args a;
+  a.logits = logits.get();
+  a.labels = labels.get();
+  a.loss = loss.get();
+  a.lse = lse.get();
+  a.rows = rows;
+  a.vocab = 1;
+  a.logits_row_stride = 1;
+  a.type = dtype::fp32;
+  tk::cross_entropy_forward(a, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> l = loss.download(), m = lse.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(l[size_t(r)], 0.f) << "row " << r;
+    EXPECT_EQ(m[size_t(r)], x[size_t(r)]) << "row " << r;
+  }
+}
+
 // Out-of-range labels (not ignore_index) give NaN loss and NaN gradients.
 TEST_F(CrossEntropy, InvalidLabelGivesNan) {
   const int64_t rows = 3, vocab = 1000;

@@ -20,8 +20,9 @@
 //
 // Values. The reduced type T is float, or any trivially copyable struct of 4-byte words (at
 // most 16 bytes for the cluster level, which moves it with one st.async), e.g. exp2_sum below.
-// Ops are functors `T operator()(T, T) const` with `static T identity()`: the value that
-// changes nothing (0 for a sum, -inf for a max); kernels fill out-of-range registers with it.
+// Ops are functors `T operator()(T, T) const`, commutative; most also give `static T
+// identity()`, the value that changes nothing (0 for a sum, -inf for a max), which kernels
+// fill out-of-range registers with (the ladder itself never needs it).
 //
 //   __shared__ block_reduce_scratch<256> red;
 //   float sum_sq = ...;                                          // this thread's part
@@ -118,6 +119,45 @@ struct exp2_sum_op {
 #endif
 };
 
+// The same state in natural units: sum = sum_j exp(x_j - max), max the exact maximum, so the
+// maximum's own term is exactly 1 (exp of an exact 0). Costs one more instruction per element
+// than exp2_sum (x - max, then the log2(e) scale), and buys a log-sum-exp that is exact for a
+// one-element row (cross-entropy's loss must be exactly 0 at vocab = 1). Combining rescales by
+// exp(max_i - max) from the exact difference, so partials stay consistent.
+// log-sum-exp = max + log(sum).
+struct max_sum {
+  float max;
+  float sum;
+};
+
+struct max_sum_op {
+  TILEKIT_HOST_DEVICE static constexpr max_sum identity() { return {-infinity, 0.0f}; }
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE TILEKIT_INLINE max_sum operator()(max_sum a, max_sum b) const {
+    const float m = fmaxf(a.max, b.max);
+    if (m == -infinity) return identity();
+    return {m, a.sum * exp2_fast((a.max - m) * log2e) + b.sum * exp2_fast((b.max - m) * log2e)};
+  }
+#endif
+};
+
+namespace detail {
+// Max over a thread's values (two independent chains) and then over the warp.
+template <int N>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
+  struct fmax_op {
+    TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
+  };
+  float m0 = -infinity, m1 = -infinity;
+#pragma unroll
+  for (int j = 0; j < N; j += 2) {
+    m0 = fmaxf(m0, values[j]);
+    if (j + 1 < N) m1 = fmaxf(m1, values[j + 1]);
+  }
+  return warp_reduce(fmaxf(m0, m1), fmax_op{});
+}
+}  // namespace detail
+
 // The softmax statistics of a warp's registers, with no exponentials inside the warp's
 // reduction: m = max over the warp (shuffles only), base = m * log2(e) rounded, values[j] :=
 // 2^(values[j] * log2(e) - base) = exp(values[j] - m) in place, and (base, sum over the warp
@@ -125,20 +165,11 @@ struct exp2_sum_op {
 // group then need exp2_sum_op (reduce them with WarpUniform = true). Per element: one FMNMX,
 // one FFMA, one MUFU.EX2, one FADD. A warp whose values are all -inf (padding) gets zeros and
 // (-inf, 0).
+// Two independent chains each for the max and the sum (the dependent FMNMX / FADD latency is
+// the critical path of the row otherwise).
 template <int N>
 TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(float (&values)[N]) {
-  struct fmax_op {
-    TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
-  };
-  // Two independent chains each for the max and the sum (the dependent FMNMX / FADD latency is
-  // the critical path of the row otherwise).
-  float m0 = -infinity, m1 = -infinity;
-#pragma unroll
-  for (int j = 0; j < N; j += 2) {
-    m0 = fmaxf(m0, values[j]);
-    if (j + 1 < N) m1 = fmaxf(m1, values[j + 1]);
-  }
-  const float m = warp_reduce(fmaxf(m0, m1), fmax_op{});
+  const float m = detail::warp_max(values);
   if (m == -infinity) {  // warp-uniform
 #pragma unroll
     for (int j = 0; j < N; ++j) values[j] = 0.0f;
@@ -153,6 +184,26 @@ TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(float (&values)[N]) {
     else s1 += values[j];
   }
   return {base, warp_reduce(s0 + s1, sum_op{})};
+}
+
+// warp_exp_sum in natural units (max_sum): values[j] := exp(values[j] - m) with the exact
+// difference first, so the maximum's term is exactly 1.
+template <int N>
+TILEKIT_DEVICE TILEKIT_INLINE max_sum warp_exp_sum_natural(float (&values)[N]) {
+  const float m = detail::warp_max(values);
+  if (m == -infinity) {  // warp-uniform
+#pragma unroll
+    for (int j = 0; j < N; ++j) values[j] = 0.0f;
+    return max_sum_op::identity();
+  }
+  float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    values[j] = exp2_fast((values[j] - m) * log2e);
+    if (j % 2 == 0) s0 += values[j];
+    else s1 += values[j];
+  }
+  return {m, warp_reduce(s0 + s1, sum_op{})};
 }
 
 namespace detail {

@@ -176,6 +176,17 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_async(typename SV::element* dst, const 
                : "memory");
 }
 
+// Raw bulk store: `bytes` bytes from shared `src` to global `dst`, part of this thread's current
+// bulk group (store_commit / store_wait_read / store_wait as for tiles). Both addresses and
+// `bytes` must be multiples of 16; writers of `src` must have called fence_shared_for_async()
+// and synchronized with the issuing thread first. A bytes == 0 call is a no-op.
+TILEKIT_DEVICE TILEKIT_INLINE void store_bytes_async(void* dst, const void* src, uint32_t bytes) {
+  if (bytes == 0) return;
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes)
+               : "memory");
+}
+
 // Close this thread's not-yet-committed TMA stores into one bulk group.
 TILEKIT_DEVICE TILEKIT_INLINE void store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
