@@ -37,20 +37,12 @@ struct stream_params {
 
 // Mode 0: read only; 1: read + reduce; 2: copy.
 template <int Mode>
-struct stream_op {
+struct stream_op : tkd::row_op_defaults {
   using element = bf16;
   using reduce_value = float;
   using params = stream_params;
-  struct row_scalars {};
   static constexpr int inputs = 1;
-  static constexpr bool per_worker_results = false;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(tkd::row_config) { return 0; }
   TILEKIT_HOST_DEVICE static tilekit::row_source<bf16> source(const params& p, int) { return {p.x, p.cols}; }
-  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
-  template <class S>
-  TILEKIT_DEVICE void begin(const params&, const tkd::row_place&, void*) {}
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const tkd::row_place&, void*) {}
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars,

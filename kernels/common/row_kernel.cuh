@@ -41,20 +41,21 @@
 // into one shared stage with ordinary loads, then computes; correct for any alignment, but
 // without the prefetch. Either way an op reads its rows from shared memory, 16-byte aligned.
 //
-// A row op is a struct with (see the kernels' .cu files for real ones):
+// A row op is a struct with (see the kernels' .cu files for real ones; row_op_defaults below
+// supplies the ones marked *):
 //   using element = T;                            streamed matrices' element type
 //   using reduce_value = V;                       what its reductions combine (float, exp2_sum..)
 //   using params = P;                             kernel parameters, with `rows` and `cols`
 //   static constexpr int inputs = K;              streamed matrices
-//   static constexpr bool per_worker_results;     end() writes one result per worker
-//   static constexpr size_t shared_bytes(row_config);  its own dynamic shared memory
+// * static constexpr bool per_worker_results;     end() writes one result per worker
+// * static constexpr size_t shared_bytes(row_config);  its own dynamic shared memory
 //   static row_source<T> source(const P&, int i);       streamed matrix i (base, row stride)
-//   struct row_scalars; static row_scalars fetch(const P&, int64_t row);  per-row inputs
+// * struct row_scalars; static row_scalars fetch(const P&, int64_t row);  per-row inputs
 //                                                 (labels, saved statistics), fetched ahead
-//   template <class S> void begin(const P&, const row_place&, void* shared);  per-thread state
+// * template <class S> void begin(const P&, const row_place&, void* shared);  per-thread state
 //   template <class S, class Ctx>
 //   void row(const P&, const row_place&, int64_t row, row_scalars, const T* (&in)[K], const Ctx&);
-//   template <class S> void end(const P&, const row_place&, void* shared);    per-worker results
+// * template <class S> void end(const P&, const row_place&, void* shared);    per-worker results
 // `in[i]` points at this CTA's chunk of row `row` of matrix i in shared memory (16-byte
 // aligned: read it with load_row_aligned); ctx.reduce(value, op) reduces over the row's group.
 
@@ -138,6 +139,25 @@ struct row_place {
   int64_t workers;
   // The one thread of a row that writes per-row outputs (statistics, losses).
   TILEKIT_HOST_DEVICE bool leader() const { return thread == 0 && col0 == 0; }
+};
+
+// What a row op that needs nothing special inherits: no per-worker results, no shared memory
+// of its own, no per-row scalars, empty begin / end. An op derives from it and declares only
+// what it uses (a member of the op hides the default of the same name).
+struct row_op_defaults {
+  static constexpr bool per_worker_results = false;
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  struct row_scalars {};
+#if defined(__CUDACC__)
+  template <class P>
+  TILEKIT_DEVICE static row_scalars fetch(const P&, int64_t) {
+    return {};
+  }
+  template <class S, class P>
+  TILEKIT_DEVICE void begin(const P&, const row_place&, void*) {}
+  template <class S, class P>
+  TILEKIT_DEVICE void end(const P&, const row_place&, void*) {}
+#endif
 };
 
 // The compile-time schedule of size class `ConfigIndex` for row op Op.
@@ -388,6 +408,27 @@ bool can_stream(const typename Op::params& p) {
   return true;
 }
 
+// A launch configuration of a row kernel with S's block and, for clusters, the cluster
+// dimension (`attribute` must outlive the configuration).
+template <class S>
+cudaLaunchConfig_t row_launch_config(int64_t workers, size_t shared, cudaStream_t stream, cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(workers * S::cluster_ctas));
+  config.blockDim = dim3(unsigned(S::cta_threads));
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  attribute = {};
+  if constexpr (S::cluster_ctas > 1) {
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  return config;
+}
+
 // Dynamic shared memory of a launch.
 template <class Op, int I, bool Staged>
 constexpr size_t row_kernel_shared_bytes() {
@@ -417,17 +458,8 @@ int64_t resident_workers() {
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
   int64_t workers = 0;
   if constexpr (S::cluster_ctas > 1) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(S::cluster_ctas));
-    config.blockDim = dim3(unsigned(S::cta_threads));
-    config.dynamicSmemBytes = shared;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config = row_launch_config<S>(1, shared, nullptr, attribute);
     int clusters = 0;
     TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
     workers = std::min<int64_t>(clusters, sm_count / S::cluster_ctas);
@@ -492,21 +524,8 @@ void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStrea
   dispatch_row_config(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     auto launch = [&](auto kernel, size_t shared) {
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(unsigned(plan.workers * S::cluster_ctas));
-      config.blockDim = dim3(unsigned(S::cta_threads));
-      config.dynamicSmemBytes = shared;
-      config.stream = stream;
-      cudaLaunchAttribute attribute{};
-      (void)attribute;
-      if constexpr (S::cluster_ctas > 1) {
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-      }
+      cudaLaunchAttribute attribute;
+      const cudaLaunchConfig_t config = row_launch_config<S>(plan.workers, shared, stream, attribute);
       TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p));
     };
     if (plan.staged) launch(row_kernel<Op, I, true>, row_kernel_shared_bytes<Op, I, true>());

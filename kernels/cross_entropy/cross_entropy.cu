@@ -135,22 +135,16 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows).
 template <class T, bool WriteGradient>
-struct ce_forward_op {
+struct ce_forward_op : row_op_defaults {
   using element = T;
   using reduce_value = ce_stats;
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
-  static constexpr bool per_worker_results = false;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
   TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, false); }
-  template <class S>
-  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
@@ -219,22 +213,16 @@ struct ce_forward_op {
 // write dlogits, through the same streamed rows as the forward.
 //   dlogits_j = g * (p_j * (1 + 2 z lse) - eps / V - (1 - eps) [j == label]),  p_j = exp(x_j - lse).
 template <class T>
-struct ce_backward_op {
+struct ce_backward_op : row_op_defaults {
   using element = T;
   using reduce_value = float;
   using params = ce_backward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
-  static constexpr bool per_worker_results = false;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
   TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, true); }
-  template <class S>
-  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,

@@ -46,22 +46,14 @@ struct softmax_backward_params {
 
 // Softmax forward as a row op (common/row_kernel.cuh runs it over the rows).
 template <class T>
-struct softmax_forward_op {
+struct softmax_forward_op : row_op_defaults {
   using element = T;
   using reduce_value = exp2_sum;
   using params = softmax_forward_params;
   static constexpr int inputs = 1;
-  static constexpr bool per_worker_results = false;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
-  struct row_scalars {};
-  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
-  template <class S>
-  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[1],
@@ -85,23 +77,15 @@ struct softmax_forward_op {
 };
 
 template <class T>
-struct softmax_backward_op {
+struct softmax_backward_op : row_op_defaults {
   using element = T;
   using reduce_value = float;
   using params = softmax_backward_params;
   static constexpr int inputs = 2;  // y, dy
-  static constexpr bool per_worker_results = false;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.y), p.y_row_stride}
                   : row_source<T>{static_cast<const T*>(p.dy), p.dy_row_stride};
   }
-  struct row_scalars {};
-  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
-  template <class S>
-  TILEKIT_DEVICE void begin(const params&, const row_place&, void*) {}
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[2],
