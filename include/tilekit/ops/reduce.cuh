@@ -156,6 +156,26 @@ TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
   }
   return warp_reduce(fmaxf(m0, m1), fmax_op{});
 }
+
+// values[j] := 2^exponent(values[j]) in place and the warp's sum of them (two independent
+// chains: the dependent FADD latency is the critical path of the row otherwise). m is the warp
+// max; a warp of pure -inf padding (m = -inf) gets zeros and a sum of 0.
+template <int N, class Exponent>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_exp2_in_place(float (&values)[N], float m, Exponent exponent) {
+  if (m == -infinity) {  // warp-uniform
+#pragma unroll
+    for (int j = 0; j < N; ++j) values[j] = 0.0f;
+    return 0.0f;
+  }
+  float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    values[j] = exp2_fast(exponent(values[j]));
+    if (j % 2 == 0) s0 += values[j];
+    else s1 += values[j];
+  }
+  return warp_reduce(s0 + s1, sum_op{});
+}
 }  // namespace detail
 
 // The softmax statistics of a warp's registers, with no exponentials inside the warp's
@@ -165,25 +185,11 @@ TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
 // group then need exp2_sum_op (reduce them with WarpUniform = true). Per element: one FMNMX,
 // one FFMA, one MUFU.EX2, one FADD. A warp whose values are all -inf (padding) gets zeros and
 // (-inf, 0).
-// Two independent chains each for the max and the sum (the dependent FMNMX / FADD latency is
-// the critical path of the row otherwise).
 template <int N>
 TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(float (&values)[N]) {
   const float m = detail::warp_max(values);
-  if (m == -infinity) {  // warp-uniform
-#pragma unroll
-    for (int j = 0; j < N; ++j) values[j] = 0.0f;
-    return exp2_sum_op::identity();
-  }
   const float base = m * log2e;
-  float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    values[j] = exp2_fast(fmaf(values[j], log2e, -base));
-    if (j % 2 == 0) s0 += values[j];
-    else s1 += values[j];
-  }
-  return {base, warp_reduce(s0 + s1, sum_op{})};
+  return {base, detail::warp_exp2_in_place(values, m, [base](float x) { return fmaf(x, log2e, -base); })};
 }
 
 // warp_exp_sum in natural units (max_sum): values[j] := exp(values[j] - m) with the exact
@@ -191,19 +197,7 @@ TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(float (&values)[N]) {
 template <int N>
 TILEKIT_DEVICE TILEKIT_INLINE max_sum warp_exp_sum_natural(float (&values)[N]) {
   const float m = detail::warp_max(values);
-  if (m == -infinity) {  // warp-uniform
-#pragma unroll
-    for (int j = 0; j < N; ++j) values[j] = 0.0f;
-    return max_sum_op::identity();
-  }
-  float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    values[j] = exp2_fast((values[j] - m) * log2e);
-    if (j % 2 == 0) s0 += values[j];
-    else s1 += values[j];
-  }
-  return {m, warp_reduce(s0 + s1, sum_op{})};
+  return {m, detail::warp_exp2_in_place(values, m, [m](float x) { return (x - m) * log2e; })};
 }
 
 namespace detail {
