@@ -89,20 +89,68 @@ struct row_config {
 };
 
 inline constexpr int row_cta_threads = 512;
-inline constexpr row_config row_configs[] = {
-    {256, 32, 4, 1, 8},       //
-    {1024, 32, 1, 1, 32},     //
-    {2048, 64, 1, 1, 32},     //
-    {4096, 128, 1, 1, 32},    //
-    {8192, 256, 1, 1, 32},    //
-    {16384, 512, 1, 1, 32},   //
-    {32768, 512, 1, 2, 32},   //
-    {65536, 512, 1, 4, 32},   //
-    {131072, 512, 1, 8, 32},  //
-    {262144, 512, 1, 16, 32},
-};
-inline constexpr int row_config_count = int(sizeof(row_configs) / sizeof(row_configs[0]));
 inline constexpr int64_t row_max_cols = 262144;
+inline constexpr int max_row_configs = 10;
+
+// A size-class table: classes by increasing max_cols, the last one covering row_max_cols.
+struct row_table {
+  row_config configs[max_row_configs];
+  int count;
+  // Index of the size class for `cols` (1 <= cols <= row_max_cols, checked by the caller).
+  constexpr int index(int64_t cols) const {
+    for (int i = 0; i < count; ++i)
+      if (cols <= configs[i].max_cols) return i;
+    return count - 1;
+  }
+};
+
+// The table above: every op's, unless it declares its own (row_op_defaults::table).
+inline constexpr row_table default_row_table = {{
+                                                    {256, 32, 4, 1, 8},
+                                                    {1024, 32, 1, 1, 32},
+                                                    {2048, 64, 1, 1, 32},
+                                                    {4096, 128, 1, 1, 32},
+                                                    {8192, 256, 1, 1, 32},
+                                                    {16384, 512, 1, 1, 32},
+                                                    {32768, 512, 1, 2, 32},
+                                                    {65536, 512, 1, 4, 32},
+                                                    {131072, 512, 1, 8, 32},
+                                                    {262144, 512, 1, 16, 32},
+                                                },
+                                                10};
+
+// The table of ops that need not keep a row in registers between a reduction and an output
+// pass (e.g. the cross-entropy forward without dlogits, which reads its 16-bit pairs from the
+// stage and never writes the row): 64 columns per thread from 2K columns on, so the per-row
+// work of a thread (reductions, labels, control) is spread over twice the elements and wide
+// rows need half the cluster. A stage is 512 x 64 x 2 bytes = 64 KiB for 16-bit rows (3
+// stages); meant for 16-bit rows only (fp32 would make it 128 KiB: one stage).
+//
+//   class | max cols | group threads | rows/group | cluster | elements/thread
+//   ------+----------+---------------+------------+---------+----------------
+//     0   |     256  |  32 (warp)    |      4     |    1    |        8
+//     1   |    1024  |  32 (warp)    |      1     |    1    |       32
+//     2   |    2048  |  32 (warp)    |      1     |    1    |       64
+//     3   |    4096  |      64       |      1     |    1    |       64
+//     4   |    8192  |     128       |      1     |    1    |       64
+//     5   |   16384  |     256       |      1     |    1    |       64
+//     6   |   32768  |     512       |      1     |    1    |       64
+//     7   |   65536  |     512       |      1     |    2    |       64
+//     8   |  131072  |     512       |      1     |    4    |       64
+//     9   |  262144  |     512       |      1     |    8    |       64
+inline constexpr row_table wide_row_table = {{
+                                                 {256, 32, 4, 1, 8},
+                                                 {1024, 32, 1, 1, 32},
+                                                 {2048, 32, 1, 1, 64},
+                                                 {4096, 64, 1, 1, 64},
+                                                 {8192, 128, 1, 1, 64},
+                                                 {16384, 256, 1, 1, 64},
+                                                 {32768, 512, 1, 1, 64},
+                                                 {65536, 512, 1, 2, 64},
+                                                 {131072, 512, 1, 4, 64},
+                                                 {262144, 512, 1, 8, 64},
+                                             },
+                                             10};
 
 // Shared memory the stream stages and the op's own arrays may use together (the opt-in maximum
 // is 227 KiB; the rest is for the static reduction scratch).
@@ -112,21 +160,14 @@ inline constexpr int max_stream_stages = 8;
 // function of the shape alone.
 inline constexpr int64_t row_worker_limit = 132;
 
-// Index of the size class for `cols` (1 <= cols <= row_max_cols, checked by the caller).
-inline int row_config_index(int64_t cols) {
-  for (int i = 0; i < row_config_count; ++i)
-    if (cols <= row_configs[i].max_cols) return i;
-  return row_config_count - 1;
-}
-
-// Calls f.template operator()<I>() with I = index as a compile-time constant.
-template <class F, int... I>
+// Calls f.template operator()<I>() with I = index as a compile-time constant (I < Table.count).
+template <const row_table& Table, class F, int... I>
 void dispatch_row_config(int index, F&& f, std::integer_sequence<int, I...>) {
   (void)((index == I ? (f.template operator()<I>(), true) : false) || ...);
 }
-template <class F>
+template <const row_table& Table = default_row_table, class F>
 void dispatch_row_config(int index, F&& f) {
-  dispatch_row_config(index, std::forward<F>(f), std::make_integer_sequence<int, row_config_count>{});
+  dispatch_row_config<Table>(index, std::forward<F>(f), std::make_integer_sequence<int, Table.count>{});
 }
 
 // Where a thread works: its group (row slot within an item), its index in the group, its CTA's
@@ -145,6 +186,7 @@ struct row_place {
 // of its own, no per-row scalars, empty begin / end. An op derives from it and declares only
 // what it uses (a member of the op hides the default of the same name).
 struct row_op_defaults {
+  static constexpr const row_table& table = default_row_table;  // size classes (see above)
   static constexpr bool per_worker_results = false;
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
@@ -165,7 +207,7 @@ template <int ConfigIndex, class Op>
 struct row_schedule {
   using T = typename Op::element;
   static constexpr int Inputs = Op::inputs;
-  static constexpr row_config config = row_configs[ConfigIndex];
+  static constexpr row_config config = Op::table.configs[ConfigIndex];
   static constexpr size_t OpSharedBytes = Op::shared_bytes(config);
   static constexpr int group_threads = config.group_threads;
   static constexpr int groups = row_cta_threads / group_threads;
@@ -186,7 +228,7 @@ struct row_schedule {
   static_assert(stages >= 1, "row_schedule: not even one stage fits next to the op's shared memory");
   static_assert(config.elements_per_thread % vector_elements<T> == 0,
                 "elements_per_thread must be a multiple of the 16-byte vector (8 for bf16/fp16, 4 for fp32)");
-  static_assert(max_cols >= config.max_cols, "row_configs: group threads x elements x cluster must cover max_cols");
+  static_assert(max_cols >= config.max_cols, "row_table: group threads x elements x cluster must cover max_cols");
   static_assert(row_cta_threads % group_threads == 0, "groups must tile the CTA");
   static_assert(cluster_ctas == 1 || groups == 1, "clusters split rows over whole CTAs");
   static_assert(groups <= named_barrier_count - first_free_barrier_id || warp_per_row || groups == 1,
@@ -480,19 +522,14 @@ int64_t resident_workers() {
 // Upper bound of the workers of any launch for (rows, cols), on any device: at most one CTA
 // (or cluster) per SM of an H100 / H200 (row_worker_limit), never more than there are items.
 // Ops with per-worker results size their workspace with it, so it depends on nothing else.
-inline int64_t max_row_workers(int64_t rows, int64_t cols) {
-  int64_t items = 0, ctas = 1;
-  dispatch_row_config(row_config_index(cols), [&]<int I>() {
-    items = ceil_div(rows, int64_t(row_cta_threads / row_configs[I].group_threads * row_configs[I].rows_per_group));
-    ctas = row_configs[I].cluster_ctas;
-  });
-  return std::min(items, std::max<int64_t>(1, row_worker_limit / ctas));
+inline int64_t max_row_workers(int64_t rows, int64_t cols, const row_table& table = default_row_table) {
+  const row_config& c = table.configs[table.index(cols)];
+  const int64_t items = ceil_div(rows, int64_t(row_cta_threads / c.group_threads * c.rows_per_group));
+  return std::min(items, std::max<int64_t>(1, row_worker_limit / c.cluster_ctas));
 }
 // Row groups per CTA for (cols): ops that keep one result per group (not per worker) multiply.
-inline int64_t row_groups(int64_t cols) {
-  int64_t groups = 1;
-  dispatch_row_config(row_config_index(cols), [&]<int I>() { groups = row_cta_threads / row_configs[I].group_threads; });
-  return groups;
+inline int64_t row_groups(int64_t cols, const row_table& table = default_row_table) {
+  return row_cta_threads / table.configs[table.index(cols)].group_threads;
 }
 
 // A planned launch: size class, path and worker count (known before the launch, so that ops
@@ -508,8 +545,8 @@ struct row_launch {
 // the op keeps per-worker results, else one CTA (cluster) per item.
 template <class Op>
 row_launch plan_rows(const typename Op::params& p) {
-  row_launch plan{row_config_index(p.cols), false, 0};
-  dispatch_row_config(plan.config_index, [&]<int I>() {
+  row_launch plan{Op::table.index(p.cols), false, 0};
+  dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     plan.staged = can_stream<Op, S>(p);
     const int64_t items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
@@ -521,7 +558,7 @@ row_launch plan_rows(const typename Op::params& p) {
 
 template <class Op>
 void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStream_t stream) {
-  dispatch_row_config(plan.config_index, [&]<int I>() {
+  dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     auto launch = [&](auto kernel, size_t shared) {
       cudaLaunchAttribute attribute;

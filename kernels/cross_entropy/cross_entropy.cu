@@ -3,7 +3,8 @@
 // clusters).
 //
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
-//   1. load this thread's columns into registers (padding = -inf);
+//   1. load this thread's columns into registers (padding = -inf): as floats, or, for 16-bit
+//      logits without dlogits, as packed pairs with 64 columns per thread (wide_row_table);
 //   2. per warp: m = max (shuffles), the exponentials exp(x - m) in place and their sum
 //      (warp_exp_sum_natural), and the sum of the logits (label smoothing only);
 //   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (m, s),
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "common/arg_checks.h"
 #include "common/row_kernel.cuh"
@@ -133,6 +135,55 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   return l;
 }
 
+// The sum of a thread's logits, padding (columns >= cols) skipped: over floats, or over
+// packed pairs (register j of the layout = element j % 2 of pair j / 2).
+template <class Layout, class V, int N>
+TILEKIT_DEVICE TILEKIT_INLINE float sum_of_logits(const V (&values)[N], int cols, int thread) {
+  auto element = [&](int j) {
+    if constexpr (std::is_same_v<V, float>) return values[j];
+    else return j % 2 == 0 ? unpack_pair(values[j / 2]).x : unpack_pair(values[j / 2]).y;
+  };
+  float sum = 0.f;
+  if (Layout::full(thread, cols)) {
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j) sum += element(j);
+  } else {  // only the thread holding the tail
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j)
+      if (Layout::column(thread, j) < cols) sum += element(j);
+  }
+  return sum;
+}
+
+// The packed path's warp partial: (max, sum of exp(x - max)) in natural units and, with label
+// smoothing, the sum of the logits. A thread without padding takes both sums in one pass (each
+// pair unpacked once, one more FADD per element); the thread holding the tail (padding = -inf)
+// sums its logits separately with column tests. A warp of padding only gives (-inf, 0, 0).
+template <class Layout, class P, int N>
+TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int cols, int thread, bool with_logit_sum) {
+  const float m = tilekit::detail::warp_max(pairs);
+  if (m == -infinity) return {m, 0.f, 0.f, 0.f};  // warp-uniform
+  const auto exponent = [m](float x) { return (x - m) * log2e; };
+  float sum_exp = 0.f, sum_logits = 0.f;
+  if (with_logit_sum && Layout::full(thread, cols)) {
+    float s0 = 0.f, s1 = 0.f, t0 = 0.f, t1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float2 x = unpack_pair(pairs[j]);
+      s0 += exp2_fast(exponent(x.x));
+      s1 += exp2_fast(exponent(x.y));
+      t0 += x.x;
+      t1 += x.y;
+    }
+    sum_exp = s0 + s1;
+    sum_logits = t0 + t1;
+  } else {
+    sum_exp = tilekit::detail::exp2_sum_of(pairs, exponent);
+    if (with_logit_sum) sum_logits = sum_of_logits<Layout>(pairs, cols, thread);
+  }
+  return {m, warp_reduce(sum_exp, sum_op{}), with_logit_sum ? warp_reduce(sum_logits, sum_op{}) : 0.f, 0.f};
+}
+
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows).
 template <class T, bool WriteGradient>
 struct ce_forward_op : row_op_defaults {
@@ -141,6 +192,11 @@ struct ce_forward_op : row_op_defaults {
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
+  // 16-bit logits without dlogits: no element of the row is written, so the row stays in
+  // registers as packed pairs (half the registers, a max on pairs) and the op takes the table
+  // with 64 columns per thread (wide_row_table), which halves the per-row work per element.
+  static constexpr bool packed = is_16bit_float<T> && !WriteGradient;
+  static constexpr const row_table& table = packed ? wide_row_table : default_row_table;
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
@@ -153,27 +209,26 @@ struct ce_forward_op : row_op_defaults {
     const int cols = p.cols - at.col0;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
     const float smoothing = p.label_smoothing;
-
-    float values[layout::elements];
-    load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
     const float label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
-    float sum_logits = 0.f;
-    if (smoothing != 0.f) {  // uniform; padding (-inf) is skipped only by the thread holding the tail
-      if (layout::full(at.thread, cols)) {
-#pragma unroll
-        for (int j = 0; j < layout::elements; ++j) sum_logits += values[j];
-      } else {
-#pragma unroll
-        for (int j = 0; j < layout::elements; ++j)
-          if (layout::column(at.thread, j) < cols) sum_logits += values[j];
-      }
-      sum_logits = warp_reduce(sum_logits, sum_op{});
+
+    // Per warp: (max, sum of exp(x - max)) in natural units (warp_exp_sum_natural): the max's
+    // term is exactly 1, so lse and the loss are exact for a one-element row (loss 0 at
+    // vocab = 1), at one more instruction per element than the base-2 form softmax uses. The
+    // sum of the logits only with label smoothing (uniform branch).
+    ce_stats warp;
+    [[maybe_unused]] float values[packed ? 1 : layout::elements];
+    if constexpr (packed) {
+      packed_t<T> pairs[layout::elements / 2];
+      load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
+      warp = warp_statistics<layout>(pairs, cols, at.thread, smoothing != 0.f);
+    } else {
+      load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
+      const float sum_logits =
+          smoothing != 0.f ? warp_reduce(sum_of_logits<layout>(values, cols, at.thread), sum_op{}) : 0.f;
+      const max_sum w = warp_exp_sum_natural(values);  // values := exp(x - warp max)
+      warp = {w.max, w.sum, sum_logits, 0.f};
     }
-    // values := exp(x - warp max), natural units (warp_exp_sum_natural): the max's term is
-    // exactly 1, so lse and the loss are exact for a one-element row (loss 0 at vocab = 1),
-    // at one more instruction per element than the base-2 form softmax uses.
-    const max_sum warp = warp_exp_sum_natural(values);
-    const ce_stats total = ctx.reduce_warps(ce_stats{warp.max, warp.sum, sum_logits, 0.f}, ce_stats_op{});
+    const ce_stats total = ctx.reduce_warps(warp, ce_stats_op{});
     // lg2.approx: absolute error ~2^-22 on log2(S), S >= 1 (lg2(1) = 0 exactly).
     const float lse = total.max + log2_fast(total.sum_exp) * ln2;
     if (at.leader() && p.lse) p.lse[row] = lse;

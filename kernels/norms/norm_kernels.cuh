@@ -260,17 +260,15 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // its statistics and its output.
 // ---------------------------------------------------------------------------------------------
 template <norm_kind Kind, class T, class W, bool Residual>
-struct norm_forward_op {
+struct norm_forward_op : row_op_defaults {
   using element = T;
   using reduce_value = float;
   using params = forward_params;
-  struct row_scalars {};
   // x is streamed, and so is the residual, except for 4-byte elements, whose two 64 KiB row
   // chunks would not fit next to the LayerNorm's weight and bias: then the residual is read
   // from global memory piece by piece.
   static constexpr bool stream_residual = Residual && sizeof(T) == 2;
   static constexpr int inputs = stream_residual ? 2 : 1;
-  static constexpr bool per_worker_results = false;
   static constexpr bool is_layer = Kind == norm_kind::layer;
   // The weight (and bias): thread_vectors in shared memory.
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) {
@@ -282,7 +280,6 @@ struct norm_forward_op {
   }
 
 #if defined(__CUDACC__)
-  TILEKIT_DEVICE static row_scalars fetch(const params&, int64_t) { return {}; }
   thread_vector weight, bias;
 
   template <class S>
@@ -304,9 +301,6 @@ struct norm_forward_op {
       bias.store(w);
     }
   }
-  template <class S>
-  TILEKIT_DEVICE void end(const params&, const row_place&, void*) {}
-
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
                                          const T* (&in)[inputs], const Ctx& ctx) {
@@ -376,7 +370,7 @@ struct norm_forward_op {
 // ---------------------------------------------------------------------------------------------
 
 template <norm_kind Kind, class T, class W, bool DResidual>
-struct norm_backward_op {
+struct norm_backward_op : row_op_defaults {
   using element = T;
   using reduce_value = std::conditional_t<Kind == norm_kind::layer, float2, float>;
   using params = backward_params;

@@ -300,6 +300,22 @@ TEST_F(CrossEntropy, SmoothingAndZLossFp32) {
     check<float>(rows_for(v), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f / 3);
 }
 
+// The forward without dlogits of 16-bit logits reads packed pairs with 64 columns per thread
+// (wide_row_table in kernels/common/row_kernel.cuh): every size class of that table, the label
+// smoothing sum over pairs with a tail, fp16 as well, and misaligned rows (direct path).
+TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  for (int64_t v : {int64_t(1), int64_t(7), int64_t(100), int64_t(1000), int64_t(2000), int64_t(4097), int64_t(8192),
+                    int64_t(16385), int64_t(32768), int64_t(40000), int64_t(131073), int64_t(262144)}) {
+    check<bf16>(rows_for(v), v, 0, o, /*fused=*/false);
+    // Not fp16 at 262144 classes: its dlogits (~1 / V ~ 4e-6) are fp16 subnormals, whose
+    // spacing (6e-8) alone is a 0.3% relative error (the checked backward's, not the forward's).
+    if (v < 262144) check<fp16>(rows_for(v, 7), v, 0, o, /*fused=*/false);
+  }
+  check<bf16>(9, 2000, 3, o, /*fused=*/false);
+  check<fp16>(5, 40000, 5, o, /*fused=*/false);
+}
+
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
   const options o{.label_smoothing = 0.05f};
   check<fp16>(13, 1000, 0, o, true);

@@ -5,6 +5,8 @@
 //     reducing different data at the same time, twice in a row through the same scratch;
 //   * warp_exp_sum + cluster_reduce<WarpUniform> of exp2_sum (the softmax statistics) over
 //     clusters of 1, 2 and 4 CTAs, against an fp64 reference, with warps that hold only -inf;
+//   * warp_exp_sum_natural over packed bf16 / fp16 pairs against fp64 and against the same
+//     function over floats (the max bit for bit), with a warp of pure -inf padding;
 //   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
 //     by comparing all threads' copies with thread 0's.
 #include <cuda_runtime.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/gpu_test.cuh"
+#include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/math.cuh"
 #include "tilekit/ops/reduce.cuh"
 
@@ -68,6 +71,64 @@ __global__ void __launch_bounds__(cta_threads) softmax_stats_kernel(const float*
   for (int j = 0; j < values_per_thread; ++j) rescaled += values[j];
   out[2 * size_t(gridDim.x) * cta_threads + thread] = rescaled * exp2_fast(warp.base - total.base);
   cluster::sync();  // no CTA exits while a peer may still send into it
+}
+
+// Each warp's lanes hold pairs_per_lane pairs of T; out[2 * thread + {0, 1}] = (max, sum) of
+// the warp from the pairs, out[2 * threads + 2 * thread + {0, 1}] = the same from floats.
+constexpr int pairs_per_lane = 12;
+template <class T>
+__global__ void __launch_bounds__(128) packed_exp_sum_kernel(const T* in, float* out) {
+  const size_t thread = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t threads = size_t(gridDim.x) * blockDim.x;
+  packed_t<T> pairs[pairs_per_lane];
+  float values[2 * pairs_per_lane];
+  for (int j = 0; j < pairs_per_lane; ++j) {
+    pairs[j] = make_pair<T>(in[thread * 2 * pairs_per_lane + 2 * j], in[thread * 2 * pairs_per_lane + 2 * j + 1]);
+    values[2 * j] = convert<float>(low(pairs[j]));
+    values[2 * j + 1] = convert<float>(high(pairs[j]));
+  }
+  const max_sum packed = warp_exp_sum_natural(pairs);
+  const max_sum unpacked = warp_exp_sum_natural(values);
+  out[2 * thread] = packed.max;
+  out[2 * thread + 1] = packed.sum;
+  out[2 * threads + 2 * thread] = unpacked.max;
+  out[2 * threads + 2 * thread + 1] = unpacked.sum;
+}
+
+template <class T>
+void run_packed_exp_sum() {
+  SCOPED_TRACE(dtype_name(dtype_traits<T>::tag));
+  constexpr int warps = 8, threads = warps * warp_threads, per_warp = warp_threads * 2 * pairs_per_lane;
+  std::mt19937_64 rng(test_seed() + 7);
+  std::uniform_real_distribution<float> dist(-12.f, 12.f);
+  std::vector<T> host(size_t(threads) * 2 * pairs_per_lane);
+  for (size_t i = 0; i < host.size(); ++i) {
+    const int warp = int(i / per_warp);
+    host[i] = convert<T>(warp == 3 ? -infinity : dist(rng));  // warp 3: pure padding
+    if (warp == 5 && i % 7 == 0) host[i] = convert<T>(-infinity);  // some padding in warp 5
+  }
+  host[size_t(6) * per_warp + 100] = convert<T>(40.f);  // one large logit in warp 6
+  device_buffer<T> in(host);
+  device_buffer<float> out(4 * size_t(threads));
+  packed_exp_sum_kernel<T><<<2, threads / 2>>>(in.get(), out.get());
+  TILEKIT_CHECK_LAUNCH("packed_exp_sum_kernel");
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  for (int w = 0; w < warps; ++w) {
+    SCOPED_TRACE(::testing::Message() << "warp " << w);
+    double m = -INFINITY, s = 0;
+    for (int i = 0; i < per_warp; ++i) m = std::max(m, double(convert<float>(host[size_t(w) * per_warp + i])));
+    if (m != -INFINITY)
+      for (int i = 0; i < per_warp; ++i) s += std::exp(double(convert<float>(host[size_t(w) * per_warp + i])) - m);
+    for (int lane = 0; lane < warp_threads; ++lane) {
+      const size_t t = size_t(w) * warp_threads + lane;
+      EXPECT_EQ(got[2 * t], float(m));
+      EXPECT_NEAR(got[2 * t + 1], s, 1e-5 * s);
+      EXPECT_EQ(got[2 * t], got[2 * threads + 2 * t]);  // the max, bit for bit
+      EXPECT_NEAR(got[2 * t + 1], got[2 * threads + 2 * t + 1], 1e-5 * s);
+      EXPECT_EQ(got[2 * t + 1], got[2 * (size_t(w) * warp_threads) + 1]) << "lane " << lane;  // same in every lane
+    }
+  }
 }
 
 std::vector<float> small_integers(size_t n, std::mt19937_64& rng) {
@@ -181,6 +242,11 @@ void run_softmax_stats(int cluster_size) {
     // Sum over threads of (own exponentials * 2^(warp base - B)) = S.
     EXPECT_NEAR(rescaled, s, 2e-5 * s);
   }
+}
+
+TEST_F(Reduce, ExpSumOfPackedPairs) {
+  run_packed_exp_sum<bf16>();
+  run_packed_exp_sum<fp16>();
 }
 
 TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }

@@ -137,6 +137,21 @@ TEST_F(Softmax, ForwardFp16SomeWidths) {
     check_forward<fp16>({rows_for(cols, 9), cols, 0});
 }
 
+// 16-bit rows of 32K columns and more take 64 columns per thread as packed pairs and recompute
+// the exponentials in the output pass (softmax_row_table in kernels/softmax/softmax.cu): every
+// one of those classes, a tail in each, large logits, a misaligned stride (direct path).
+TEST_F(Softmax, ForwardWideClassesOf16BitRows) {
+  for (int64_t cols : {int64_t(16385), int64_t(32768), int64_t(40000), int64_t(131073), int64_t(262143)}) {
+    check_forward<bf16>({rows_for(cols, 5), cols, 0});
+    // fp16 only below 64K: wider rows' probabilities (~1 / cols) are mostly fp16 subnormals.
+    if (cols < 65536) check_forward<fp16>({rows_for(cols, 5), cols, 0});
+  }
+  check_forward<fp16>({3, 40000, 0}, 4, 500.f, 510.f);
+  check_forward<bf16>({3, 131073, 0}, 5, -900.f, -860.f);
+  check_forward<bf16>({4, 32768, 3}, 6);
+  check_forward<fp16>({3, 65543, 5}, 7);
+}
+
 TEST_F(Softmax, ForwardSingleRow) {
   for (int64_t cols : widths) check_forward<bf16>({1, cols, 0});
 }

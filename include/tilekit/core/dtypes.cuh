@@ -195,4 +195,19 @@ TILEKIT_HOST_DEVICE TILEKIT_INLINE P from_u32(uint32_t u) {
   return p;
 }
 
+#if defined(__CUDACC__)
+// A packed 16-bit pair as two floats (low element first), the cheap way: a bf16 pair with one
+// shift and one AND (each half is the top 16 bits of its float), an fp16 pair with cvt.
+template <class P>
+TILEKIT_DEVICE TILEKIT_INLINE float2 unpack_pair(P p) {
+  static_assert(is_16bit_float<element_t<P>>, "unpack_pair: bf16 or fp16 pairs");
+  if constexpr (std::is_same_v<P, bf16_2>) {
+    const uint32_t u = as_u32(p);
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  } else {
+    return convert<float2>(p);
+  }
+}
+#endif
+
 }  // namespace tilekit

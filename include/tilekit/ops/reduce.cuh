@@ -32,6 +32,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/math.cuh"
 #include "tilekit/core/util.cuh"
 #include "tilekit/ops/sync/cluster.cuh"
@@ -142,12 +143,13 @@ struct max_sum_op {
 };
 
 namespace detail {
+struct fmax_op {  // fmaxf: a NaN loses to a number (max_op keeps a > b ? a : b on purpose)
+  TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 // Max over a thread's values (two independent chains) and then over the warp.
 template <int N>
 TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
-  struct fmax_op {
-    TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
-  };
   float m0 = -infinity, m1 = -infinity;
 #pragma unroll
   for (int j = 0; j < N; j += 2) {
@@ -198,6 +200,64 @@ template <int N>
 TILEKIT_DEVICE TILEKIT_INLINE max_sum warp_exp_sum_natural(float (&values)[N]) {
   const float m = detail::warp_max(values);
   return {m, detail::warp_exp2_in_place(values, m, [m](float x) { return (x - m) * log2e; })};
+}
+
+namespace detail {
+// The max of a thread's packed 16-bit pairs (one HMNMX2 per two elements, two chains; a NaN
+// loses to a number, as fmaxf) and then over the warp.
+template <int N, class P>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const P (&pairs)[N]) {
+  static_assert(is_16bit_float<element_t<P>>, "warp_max: bf16 or fp16 pairs");
+  P m0 = pairs[0], m1 = pairs[N > 1 ? 1 : 0];
+#pragma unroll
+  for (int j = 2; j < N; j += 2) {
+    m0 = __hmax2(m0, pairs[j]);
+    if (j + 1 < N) m1 = __hmax2(m1, pairs[j + 1]);
+  }
+  const float2 top = unpack_pair(__hmax2(m0, m1));
+  return warp_reduce(fmaxf(top.x, top.y), fmax_op{});
+}
+
+// A thread's sum of 2^exponent(x) over its packed pairs, each pair unpacked once (the
+// exponentials are not kept; two independent chains).
+template <int N, class P, class Exponent>
+TILEKIT_DEVICE TILEKIT_INLINE float exp2_sum_of(const P (&pairs)[N], Exponent exponent) {
+  float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const float2 x = unpack_pair(pairs[j]);
+    s0 += exp2_fast(exponent(x.x));
+    s1 += exp2_fast(exponent(x.y));
+  }
+  return s0 + s1;
+}
+
+// The warp's sum of exp2_sum_of. m is the warp max; a warp of pure -inf padding (m = -inf)
+// sums to 0.
+template <int N, class P, class Exponent>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_exp2_sum(const P (&pairs)[N], float m, Exponent exponent) {
+  if (m == -infinity) return 0.0f;  // warp-uniform
+  return warp_reduce(exp2_sum_of(pairs, exponent), sum_op{});
+}
+}  // namespace detail
+
+// warp_exp_sum / warp_exp_sum_natural of a row held as packed 16-bit pairs (bf16x2 / f16x2,
+// e.g. from load_row_pairs_aligned), for kernels that need the statistics but not the
+// exponentials (they recompute them, or never need them): the max on the pairs, then each pair
+// unpacked once for its two exponentials, summed and not kept. Per element: half an HMNMX2,
+// one unpack, the exponent (one FFMA; natural units FADD + FMUL), MUFU.EX2, FADD. The same
+// results as the float forms up to the order of the sum; a warp of pure -inf padding gets
+// (-inf, 0).
+template <int N, class P>
+TILEKIT_DEVICE TILEKIT_INLINE exp2_sum warp_exp_sum(const P (&pairs)[N]) {
+  const float m = detail::warp_max(pairs);
+  const float base = m * log2e;
+  return {base, detail::warp_exp2_sum(pairs, m, [base](float x) { return fmaf(x, log2e, -base); })};
+}
+template <int N, class P>
+TILEKIT_DEVICE TILEKIT_INLINE max_sum warp_exp_sum_natural(const P (&pairs)[N]) {
+  const float m = detail::warp_max(pairs);
+  return {m, detail::warp_exp2_sum(pairs, m, [m](float x) { return (x - m) * log2e; })};
 }
 
 namespace detail {

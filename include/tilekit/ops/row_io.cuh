@@ -118,19 +118,20 @@ TILEKIT_DEVICE TILEKIT_INLINE bool is_aligned(const T* p, int bytes) {
 }  // namespace detail
 
 namespace detail {
-// Unpack one access word of T into floats. 16-bit types go through 32-bit halves of the word:
-// a bf16 pair becomes two floats with one shift and one AND (its bits are the top half of a
-// float), which is half the instructions of extracting each 16-bit value first.
+// Unpack one access word of T into floats. 16-bit types go through 32-bit halves of the word
+// (unpack_pair: a bf16 pair with one shift and one AND), half the instructions of extracting
+// each 16-bit value first.
 template <class T, class W>
 TILEKIT_DEVICE TILEKIT_INLINE void unpack_word(const W& w, float* out) {
   constexpr int n = int(sizeof(W) / sizeof(T));
   if constexpr (std::is_same_v<T, bf16> && sizeof(W) % 4 == 0) {
-    uint32_t u[sizeof(W) / 4];
-    memcpy(u, &w, sizeof(W));
+    bf16_2 pairs[sizeof(W) / 4];
+    memcpy(pairs, &w, sizeof(W));
 #pragma unroll
     for (int i = 0; i < int(sizeof(W) / 4); ++i) {
-      out[2 * i] = __uint_as_float(u[i] << 16);
-      out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+      const float2 f = unpack_pair(pairs[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
     }
   } else if constexpr (std::is_same_v<T, fp16> && sizeof(W) % 4 == 0) {
     fp16_2 h[sizeof(W) / 4];
@@ -208,6 +209,49 @@ template <class Layout, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], const T* row, int cols, int thread,
                                                     float fill = 0.0f) {
   detail::load_row_vectors<Layout, cache_policy::normal>(dst, row, cols, thread, fill);
+}
+
+// The thread's columns of a 16-bit row chunk as raw packed pairs (bf16x2 / f16x2), in the
+// layout's order (pair i = registers 2i and 2i + 1 of load_row), not converted: for kernels
+// that work on the pairs before they need floats (a max with one HMNMX2 per two elements) or
+// convert each pair once, late (unpack_pair in core/dtypes.cuh), so the row costs half the
+// registers. The chunk
+// starts 16-byte aligned (a staged row, as load_row_aligned); columns >= cols get `fill`.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Layout::elements / 2], const T* row,
+                                                          int cols, int thread, T fill) {
+  static_assert(is_16bit_float<T>, "load_row_pairs_aligned: 16-bit rows (bf16, fp16)");
+  static_assert(Layout::group_elements % 8 == 0, "load_row_pairs_aligned: groups of whole 16-byte vectors");
+  constexpr int vectors = Layout::group_elements / 8;  // 16-byte vectors per group
+  constexpr int pairs_per_group = Layout::group_elements / 2;
+  if (Layout::full(thread, cols)) {  // the common case: one test for the whole row
+#pragma unroll
+    for (int g = 0; g < Layout::groups; ++g)
+#pragma unroll
+      for (int v = 0; v < vectors; ++v) {
+        const uint4 w = reinterpret_cast<const uint4*>(row + Layout::group_column(thread, g))[v];
+        memcpy(dst + g * pairs_per_group + 4 * v, &w, sizeof(w));
+      }
+    return;
+  }
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) {
+    const int c0 = Layout::group_column(thread, g);
+    packed_t<T>* out = dst + g * pairs_per_group;
+    if (c0 + Layout::group_elements <= cols) {
+#pragma unroll
+      for (int v = 0; v < vectors; ++v) {
+        const uint4 w = reinterpret_cast<const uint4*>(row + c0)[v];
+        memcpy(out + 4 * v, &w, sizeof(w));
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < pairs_per_group; ++i) {
+        const int c = c0 + 2 * i;
+        out[i] = make_pair<T>(c < cols ? row[c] : fill, c + 1 < cols ? row[c + 1] : fill);
+      }
+    }
+  }
 }
 
 // Store the thread's registers of a row chunk, converting float -> T (round to nearest even).
