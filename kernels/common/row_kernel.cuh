@@ -1,6 +1,6 @@
 #pragma once
 // The persistent row kernel behind every memory-bound kernel of the library (norms, softmax,
-// cross-entropy): one size-class table, one loop, and per-kernel "row ops" that hold only the
+// cross-entropy): size-class tables, one loop, and per-kernel "row ops" that hold only the
 // math of one row (internal header of kernels/).
 //
 // Plan. A fixed set of workers (CTAs of 512 threads, or clusters of such CTAs for wide rows)
@@ -26,6 +26,9 @@
 //     8   |  131072  |     512       |      1     |    8    |       32        | cluster
 //     9   |  262144  |     512       |      1     |   16    |       32        | cluster (non-portable)
 //
+// That is default_row_table; an op may declare another (packed_row_table, wide_row_table below:
+// 64 columns per thread for 16-bit rows held as packed pairs).
+//
 // Why these numbers: a CTA always has 512 threads and the whole SM (the stages take most of
 // the shared memory), so an item is 512 threads x 32 columns: 32 KiB of bf16 per input, with
 // 16 rows of 1K or 1 row slice of 16K. 32 fp32 registers per thread and input keep a row in
@@ -47,6 +50,7 @@
 //   using reduce_value = V;                       what its reductions combine (float, exp2_sum..)
 //   using params = P;                             kernel parameters, with `rows` and `cols`
 //   static constexpr int inputs = K;              streamed matrices
+// * static constexpr const row_table& table;     its size classes (default_row_table)
 // * static constexpr bool per_worker_results;     end() writes one result per worker
 // * static constexpr size_t shared_bytes(row_config);  its own dynamic shared memory
 //   static row_source<T> source(const P&, int i);       streamed matrix i (base, row stride)
@@ -119,38 +123,60 @@ inline constexpr row_table default_row_table = {{
                                                 },
                                                 10};
 
-// The table of ops that need not keep a row in registers between a reduction and an output
-// pass (e.g. the cross-entropy forward without dlogits, which reads its 16-bit pairs from the
-// stage and never writes the row): 64 columns per thread from 2K columns on, so the per-row
-// work of a thread (reductions, labels, control) is spread over twice the elements and wide
-// rows need half the cluster. A stage is 512 x 64 x 2 bytes = 64 KiB for 16-bit rows (3
-// stages); meant for 16-bit rows only (fp32 would make it 128 KiB: one stage).
+// Two more tables, for 16-bit rows only (a stage of 512 x 64 fp32 would be 128 KiB: one stage).
+// 64 columns per thread spread a thread's per-row work (reductions, labels, control) over twice
+// the elements and halve the cluster of wide rows; a stage is 512 x 64 x 2 bytes = 64 KiB (3
+// stages). The rows stay in registers as packed pairs (32 registers for 64 columns), so ops
+// that write the row recompute what they need from the pairs in the output pass.
 //
-//   class | max cols | group threads | rows/group | cluster | elements/thread
-//   ------+----------+---------------+------------+---------+----------------
-//     0   |     256  |  32 (warp)    |      4     |    1    |        8
-//     1   |    1024  |  32 (warp)    |      1     |    1    |       32
-//     2   |    2048  |  32 (warp)    |      1     |    1    |       64
-//     3   |    4096  |      64       |      1     |    1    |       64
-//     4   |    8192  |     128       |      1     |    1    |       64
-//     5   |   16384  |     256       |      1     |    1    |       64
-//     6   |   32768  |     512       |      1     |    1    |       64
-//     7   |   65536  |     512       |      1     |    2    |       64
-//     8   |  131072  |     512       |      1     |    4    |       64
-//     9   |  262144  |     512       |      1     |    8    |       64
+// packed_row_table, from 2K columns on (e.g. the cross-entropy forward without dlogits: a pure
+// reduction, instruction-bound at 32 columns per thread), and wide_row_table, the default
+// table up to 16K columns and 64 columns per thread from 32K on (softmax forward and the
+// cross-entropy forward with dlogits, which recompute the exponentials: more instructions per
+// element, worth it only where the cluster reduction dominates):
+//
+//   class | max cols | packed_row_table           | wide_row_table
+//         |          | group thr. cluster elements | group thr. cluster elements
+//   ------+----------+----------------------------+---------------------------
+//     0   |     256  |  32 x 4 rows  1      8     |  32 x 4 rows  1      8
+//     1   |    1024  |  32           1     32     |  32           1     32
+//     2   |    2048  |  32           1     64     |  64           1     32
+//     3   |    4096  |  64           1     64     | 128           1     32
+//     4   |    8192  | 128           1     64     | 256           1     32
+//     5   |   16384  | 256           1     64     | 512           1     32
+//     6   |   32768  | 512           1     64     | 512           1     64
+//     7   |   65536  | 512           2     64     | 512           2     64
+//     8   |  131072  | 512           4     64     | 512           4     64
+//     9   |  262144  | 512           8     64     | 512           8     64
+inline constexpr row_table packed_row_table = {{
+                                                   {256, 32, 4, 1, 8},
+                                                   {1024, 32, 1, 1, 32},
+                                                   {2048, 32, 1, 1, 64},
+                                                   {4096, 64, 1, 1, 64},
+                                                   {8192, 128, 1, 1, 64},
+                                                   {16384, 256, 1, 1, 64},
+                                                   {32768, 512, 1, 1, 64},
+                                                   {65536, 512, 1, 2, 64},
+                                                   {131072, 512, 1, 4, 64},
+                                                   {262144, 512, 1, 8, 64},
+                                               },
+                                               10};
 inline constexpr row_table wide_row_table = {{
                                                  {256, 32, 4, 1, 8},
                                                  {1024, 32, 1, 1, 32},
-                                                 {2048, 32, 1, 1, 64},
-                                                 {4096, 64, 1, 1, 64},
-                                                 {8192, 128, 1, 1, 64},
-                                                 {16384, 256, 1, 1, 64},
+                                                 {2048, 64, 1, 1, 32},
+                                                 {4096, 128, 1, 1, 32},
+                                                 {8192, 256, 1, 1, 32},
+                                                 {16384, 512, 1, 1, 32},
                                                  {32768, 512, 1, 1, 64},
                                                  {65536, 512, 1, 2, 64},
                                                  {131072, 512, 1, 4, 64},
                                                  {262144, 512, 1, 8, 64},
                                              },
                                              10};
+// Whether schedule S holds 16-bit rows as packed pairs (64 columns per thread).
+template <class S>
+inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.elements_per_thread == 64;
 
 // Shared memory the stream stages and the op's own arrays may use together (the opt-in maximum
 // is 227 KiB; the rest is for the static reduction scratch).

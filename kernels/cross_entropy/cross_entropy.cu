@@ -192,11 +192,12 @@ struct ce_forward_op : row_op_defaults {
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
-  // 16-bit logits without dlogits: no element of the row is written, so the row stays in
-  // registers as packed pairs (half the registers, a max on pairs) and the op takes the table
-  // with 64 columns per thread (wide_row_table), which halves the per-row work per element.
-  static constexpr bool packed = is_16bit_float<T> && !WriteGradient;
-  static constexpr const row_table& table = packed ? wide_row_table : default_row_table;
+  // 16-bit logits: 64 columns per thread held as packed pairs (packed_rows<S>), from 2K columns
+  // on without dlogits (packed_row_table: the per-row work of this instruction-bound reduction
+  // is spread over twice the elements), from 32K on with dlogits (wide_row_table: half the
+  // cluster; the exponentials are recomputed in the output pass, as the backward does).
+  static constexpr const row_table& table =
+      !is_16bit_float<T> ? default_row_table : WriteGradient ? wide_row_table : packed_row_table;
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
@@ -215,10 +216,11 @@ struct ce_forward_op : row_op_defaults {
     // term is exactly 1, so lse and the loss are exact for a one-element row (loss 0 at
     // vocab = 1), at one more instruction per element than the base-2 form softmax uses. The
     // sum of the logits only with label smoothing (uniform branch).
+    constexpr bool packed = packed_rows<S>;
     ce_stats warp;
     [[maybe_unused]] float values[packed ? 1 : layout::elements];
+    [[maybe_unused]] packed_t<T> pairs[packed ? layout::elements / 2 : 1];
     if constexpr (packed) {
-      packed_t<T> pairs[layout::elements / 2];
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
       warp = warp_statistics<layout>(pairs, cols, at.thread, smoothing != 0.f);
     } else {
@@ -243,7 +245,26 @@ struct ce_forward_op : row_op_defaults {
       p.loss[row] = loss;
     }
 
-    if constexpr (WriteGradient) {
+    if constexpr (WriteGradient && packed) {
+      // dlogits from the pairs with the backward's formula and operations (bit-identical to
+      // what cross_entropy_backward writes from this lse).
+      const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
+      const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * lse);
+      const float uniform_target = g * smoothing / float(p.cols);
+      float out_values[layout::elements];
+#pragma unroll
+      for (int j = 0; j < layout::elements / 2; ++j) {
+        const float2 x = unpack_pair(pairs[j]);
+        out_values[2 * j] = fmaf(exp2_fast((x.x - lse) * log2e), probability_scale, -uniform_target);
+        out_values[2 * j + 1] = fmaf(exp2_fast((x.y - lse) * log2e), probability_scale, -uniform_target);
+      }
+      T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
+      store_row<layout, cache_policy::streaming>(out, out_values, cols, at.thread);
+      if (label.owned) {
+        const float e = exp2_fast((label_logit - lse) * log2e);
+        out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
+      }
+    } else if constexpr (WriteGradient) {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =

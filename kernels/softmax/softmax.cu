@@ -8,7 +8,7 @@
 //   3. one reduction of the warps' pairs (b, s) with the online-softmax combine (exp2_sum_op):
 //      (B, S) = (row base, sum_j 2^(x_j log2 e - B));
 //   4. y_j = e_j * 2^(b - B) / S, stored.
-// 16-bit rows of 32K columns and more (softmax_row_table): 64 columns per thread, so a row
+// 16-bit rows of 32K columns and more (wide_row_table): 64 columns per thread, so a row
 // needs half the cluster and half the cluster reductions per byte; the row stays in registers
 // as packed pairs (32 registers), steps 2-3 sum the exponentials without keeping them, and
 // step 4 recomputes them as y_j = 2^(x_j log2 e - (B + log2 S)) (one FFMA and one MUFU.EX2).
@@ -48,24 +48,6 @@ struct softmax_backward_params {
   int64_t y_row_stride;
 };
 
-// The forward's size classes for 16-bit rows: the default table up to 16K columns, then 64
-// columns per thread (clusters of 1, 2, 4, 8 CTAs instead of 2, 4, 8, 16 for rows of 32K, 64K,
-// 128K, 256K). Measured on the H200 (bench_softmax, bf16): the cluster reduction of a row is
-// not overlapped with anything, and halving the cluster halves its share of a row's time.
-inline constexpr row_table softmax_row_table = {{
-                                                    {256, 32, 4, 1, 8},
-                                                    {1024, 32, 1, 1, 32},
-                                                    {2048, 64, 1, 1, 32},
-                                                    {4096, 128, 1, 1, 32},
-                                                    {8192, 256, 1, 1, 32},
-                                                    {16384, 512, 1, 1, 32},
-                                                    {32768, 512, 1, 1, 64},
-                                                    {65536, 512, 1, 2, 64},
-                                                    {131072, 512, 1, 4, 64},
-                                                    {262144, 512, 1, 8, 64},
-                                                },
-                                                10};
-
 // Softmax forward as a row op (common/row_kernel.cuh runs it over the rows).
 template <class T>
 struct softmax_forward_op : row_op_defaults {
@@ -73,7 +55,10 @@ struct softmax_forward_op : row_op_defaults {
   using reduce_value = exp2_sum;
   using params = softmax_forward_params;
   static constexpr int inputs = 1;
-  static constexpr const row_table& table = is_16bit_float<T> ? softmax_row_table : default_row_table;
+  // 16-bit rows: from 32K columns on, 64 columns per thread held as packed pairs (clusters of 1,
+  // 2, 4, 8 CTAs instead of 2, 4, 8, 16 for rows of 32K, 64K, 128K, 256K): the cluster
+  // reduction of a row is not overlapped with anything, and half the cluster halves its share.
+  static constexpr const row_table& table = is_16bit_float<T> ? wide_row_table : default_row_table;
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
@@ -84,7 +69,7 @@ struct softmax_forward_op : row_op_defaults {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     T* out = static_cast<T*>(p.y) + row * p.y_row_stride + at.col0;
-    if constexpr (is_16bit_float<T> && S::config.elements_per_thread == 64) {
+    if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
       const exp2_sum total = ctx.reduce_warps(warp_exp_sum(pairs), exp2_sum_op{});

@@ -301,7 +301,7 @@ TEST_F(CrossEntropy, SmoothingAndZLossFp32) {
 }
 
 // The forward without dlogits of 16-bit logits reads packed pairs with 64 columns per thread
-// (wide_row_table in kernels/common/row_kernel.cuh): every size class of that table, the label
+// (packed_row_table in kernels/common/row_kernel.cuh): every size class of that table, the label
 // smoothing sum over pairs with a tail, fp16 as well, and misaligned rows (direct path).
 TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
@@ -314,6 +314,17 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   }
   check<bf16>(9, 2000, 3, o, /*fused=*/false);
   check<fp16>(5, 40000, 5, o, /*fused=*/false);
+}
+
+// With dlogits, 16-bit logits of 32K columns and more are held as packed pairs too
+// (wide_row_table) and the dlogits recomputed from them: those classes, aligned and not.
+TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  for (int64_t v : {int64_t(32768), int64_t(40000), int64_t(131073)}) {
+    check<bf16>(rows_for(v, 7), v, 0, o, /*fused=*/true);
+    if (v < 65536) check<fp16>(rows_for(v, 3), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
+  }
+  check<bf16>(5, 40000, 3, o, /*fused=*/true);
 }
 
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
