@@ -62,6 +62,18 @@
 // * template <class S> void end(const P&, const row_place&, void* shared);    per-worker results
 // `in[i]` points at this CTA's chunk of row `row` of matrix i in shared memory (16-byte
 // aligned: read it with load_row_aligned); ctx.reduce(value, op) reduces over the row's group.
+//
+// Deferred rows (an op with `deferred_rows = true`, whose rows end in per-row scalars only,
+// e.g. the cross-entropy forward without dlogits): instead of row(), the op gives
+//   using reduce_op = R;  struct pending { ... };     the combine; what finish() needs of a row
+//   template <class S> reduce_value partial(const P&, const row_place&, int64_t row, row_scalars,
+//                                           const T* (&in)[K], pending&);   a warp-uniform partial
+//   template <class S> void finish(const P&, const row_place&, int64_t row, const pending&,
+//                                  reduce_value total);
+// and the kernel finishes each row one row later: it posts row r's partial, finishes row r - 1
+// (waiting for its total), then moves on. A cluster's exchange of row r's partials thus
+// travels while the CTAs compute row r + 1, instead of every row waiting for the slowest CTA
+// of the cluster (measured on the H200: the exchange, not the math, bounds wide rows).
 
 #include <cuda_runtime.h>
 
@@ -214,8 +226,10 @@ struct row_place {
 struct row_op_defaults {
   static constexpr const row_table& table = default_row_table;  // size classes (see above)
   static constexpr bool per_worker_results = false;
+  static constexpr bool deferred_rows = false;  // see "Deferred rows" above
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
+  struct pending {};
 #if defined(__CUDACC__)
   template <class P>
   TILEKIT_DEVICE static row_scalars fetch(const P&, int64_t) {
@@ -272,7 +286,7 @@ struct row_schedule {
   }
 
   // Shared memory for reductions of V: nothing for a warp per row, one block_reduce scratch per
-  // group, or the cluster scratch.
+  // group, or the cluster scratch (four sets of slots for deferred rows' split calls).
   struct empty_storage {};
   template <class V>
   struct group_storage {
@@ -281,7 +295,8 @@ struct row_schedule {
   template <class V>
   using reduce_storage = std::conditional_t<
       warp_per_row, empty_storage,
-      std::conditional_t<(cluster_ctas > 1), cluster_reduce_scratch<cta_threads, V>, group_storage<V>>>;
+      std::conditional_t<(cluster_ctas > 1), cluster_reduce_scratch<cta_threads, V, Op::deferred_rows ? 4 : 2>,
+                         group_storage<V>>>;
 
   // Reduce over the threads of the row (all of them call it); every one gets the result.
   // WarpUniform: the value is already reduced over each warp (identical in its lanes).
@@ -293,6 +308,25 @@ struct row_schedule {
     else
       return group_reduce<group_threads, WarpUniform>(value, op, storage.group[at.group].values,
                                                       first_free_barrier_id + at.group);
+  }
+
+  // A reduction in two halves (deferred rows): post() starts it, wait() gives the result. Only
+  // a cluster's reduction really stays in flight in between (cluster_reduce_post / _wait); the
+  // others complete in post() and wait() hands back the value.
+  template <class V>
+  struct ticket {
+    V value;
+    uint32_t round;
+  };
+  template <bool WarpUniform, class Storage, class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at) {
+    if constexpr (cluster_ctas > 1) return {value, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage)};
+    else return {reduce<WarpUniform>(value, op, storage, at), 0u};
+  }
+  template <class Storage, class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE static V wait(const ticket<V>& t, ReduceOp op, Storage& storage) {
+    if constexpr (cluster_ctas > 1) return cluster_reduce_wait<cta_threads>(t.round, op, storage);
+    else return t.value;
   }
 #endif
 };
@@ -328,12 +362,25 @@ struct row_context {
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_warps(V value, ReduceOp op) const {
     return reduce_from<true>(value, op);
   }
+  // reduce_warps in two halves (the kernel's deferred rows; an op's row() does not need them).
+  template <class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE typename S::template ticket<V> post_warps(V value, ReduceOp op) const {
+    return S::template post<true>(value, op, storage_of<V>(), at);
+  }
+  template <class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE V wait(const typename S::template ticket<V>& t, ReduceOp op) const {
+    return S::wait(t, op, storage_of<V>());
+  }
 
  private:
+  template <class V>
+  TILEKIT_DEVICE TILEKIT_INLINE auto& storage_of() const {
+    if constexpr (std::is_same_v<V, float>) return storage.floats;
+    else return storage.values;
+  }
   template <bool WarpUniform, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_from(V value, ReduceOp op) const {
-    if constexpr (std::is_same_v<V, float>) return S::template reduce<WarpUniform>(value, op, storage.floats, at);
-    else return S::template reduce<WarpUniform>(value, op, storage.values, at);
+    return S::template reduce<WarpUniform>(value, op, storage_of<V>(), at);
   }
 };
 
@@ -409,6 +456,14 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   };
   scalars current[rows_per_group];
   fetch(at.worker, current);
+  // Deferred rows: the one row whose reduction is in flight while the next row is computed.
+  struct in_flight_row {
+    bool valid = false;
+    int64_t row = 0;
+    typename Op::pending state{};
+    typename S::template ticket<typename Op::reduce_value> ticket{};
+  };
+  [[maybe_unused]] std::conditional_t<Op::deferred_rows, in_flight_row, row_op_defaults> in_flight;
   for (int64_t item = at.worker; item < items; item += at.workers) {
     scalars next[rows_per_group];
     fetch(item + at.workers, next);
@@ -422,7 +477,17 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         const T* in[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
-        op.template row<S>(p, at, row, current[k], in, ctx);
+        if constexpr (Op::deferred_rows) {
+          typename Op::pending state;
+          const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
+          const auto ticket = ctx.post_warps(partial, typename Op::reduce_op{});
+          if (in_flight.valid)
+            op.template finish<S>(p, at, in_flight.row, in_flight.state,
+                                  ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
+          in_flight = {true, row, state, ticket};
+        } else {
+          op.template row<S>(p, at, row, current[k], in, ctx);
+        }
       }
       current[k] = next[k];
     }
@@ -457,6 +522,10 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     } else {
       __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
     }
+  }
+  if constexpr (Op::deferred_rows) {
+    if (in_flight.valid)
+      op.template finish<S>(p, at, in_flight.row, in_flight.state, ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
   }
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
   op.template end<S>(p, at, op_shared);

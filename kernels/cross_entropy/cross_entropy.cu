@@ -184,14 +184,20 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
   return {m, warp_reduce(sum_exp, sum_op{}), with_logit_sum ? warp_reduce(sum_logits, sum_op{}) : 0.f, 0.f};
 }
 
-// Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows).
+// Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
+// dlogits its rows end in two scalars (loss, lse), so they are deferred rows: partial() gives
+// the row's warp statistics, the kernel posts them and finish() writes the loss one row later,
+// while the next row is computed (a wide row's cluster exchange is then not waited for).
+// With dlogits, row() does both and then writes the gradient.
 template <class T, bool WriteGradient>
 struct ce_forward_op : row_op_defaults {
   using element = T;
   using reduce_value = ce_stats;
+  using reduce_op = ce_stats_op;
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
+  static constexpr bool deferred_rows = !WriteGradient;
   // 16-bit logits: 64 columns per thread held as packed pairs (packed_rows<S>), from 2K columns
   // on without dlogits (packed_row_table: the per-row work of this instruction-bound reduction
   // is spread over twice the elements), from 32K on with dlogits (wide_row_table: half the
@@ -202,6 +208,36 @@ struct ce_forward_op : row_op_defaults {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
   TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, false); }
+
+  // What finish() needs of a row besides its statistics.
+  struct pending {
+    ce_label label;
+    float label_logit;  // the label's logit, read by the thread that owns its column
+  };
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE ce_stats partial(const params& p, const row_place& at, int64_t, const ce_row& r,
+                                                 const T* (&in)[1], pending& out) {
+    using layout = typename S::layout;
+    const int cols = p.cols - at.col0;
+    out.label = locate_label<layout>(r, at, p.ignore_index, p.cols);
+    out.label_logit = out.label.owned ? convert<float>(in[0][out.label.column]) : 0.f;
+    if constexpr (packed_rows<S>) {
+      packed_t<T> pairs[layout::elements / 2];
+      load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
+      return warp_statistics<layout>(pairs, cols, at.thread, p.label_smoothing != 0.f);
+    } else {
+      float values[layout::elements];
+      load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
+      return float_statistics<layout>(values, cols, at.thread, p.label_smoothing != 0.f);
+    }
+  }
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending& pend,
+                                            const ce_stats& total) {
+    write_loss(p, at, row, pend, total);
+  }
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
@@ -231,19 +267,7 @@ struct ce_forward_op : row_op_defaults {
       warp = {w.max, w.sum, sum_logits, 0.f};
     }
     const ce_stats total = ctx.reduce_warps(warp, ce_stats_op{});
-    // lg2.approx: absolute error ~2^-22 on log2(S), S >= 1 (lg2(1) = 0 exactly).
-    const float lse = total.max + log2_fast(total.sum_exp) * ln2;
-    if (at.leader() && p.lse) p.lse[row] = lse;
-    // The loss: by the thread holding the label, or by the leader when there is no valid label.
-    if (label.owned || (at.leader() && (label.ignored || !label.in_range))) {
-      float loss = 0.f;
-      if (!label.ignored) {
-        loss = label.in_range ? lse - (1.f - smoothing) * label_logit - smoothing * (total.sum_logits / float(p.cols)) +
-                                    p.z_loss_weight * lse * lse
-                              : invalid_label_marker;
-      }
-      p.loss[row] = loss;
-    }
+    const float lse = write_loss(p, at, row, {label, label_logit}, total);
 
     if constexpr (WriteGradient && packed) {
       // dlogits from the pairs with the backward's formula and operations (bit-identical to
@@ -282,6 +306,38 @@ struct ce_forward_op : row_op_defaults {
         out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
       }
     }
+  }
+
+ private:
+  // The float path's warp partial; values := exp(x - warp max) in natural units (the max's term
+  // is exactly 1, so lse and the loss are exact for a one-element row: loss 0 at vocab = 1).
+  template <class Layout>
+  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats float_statistics(float (&values)[Layout::elements], int cols, int thread,
+                                                                 bool with_logit_sum) {
+    const float sum_logits = with_logit_sum ? warp_reduce(sum_of_logits<Layout>(values, cols, thread), sum_op{}) : 0.f;
+    const max_sum w = warp_exp_sum_natural(values);
+    return {w.max, w.sum, sum_logits, 0.f};
+  }
+
+  // lse = M + log S (lg2.approx: absolute error ~2^-22 on log2(S), S >= 1, lg2(1) = 0 exactly);
+  // the leader writes it, the thread holding the label's column writes the loss (the leader when
+  // there is no valid label). Returns lse.
+  TILEKIT_DEVICE TILEKIT_INLINE static float write_loss(const params& p, const row_place& at, int64_t row,
+                                                        const pending& pend, const ce_stats& total) {
+    const float lse = total.max + log2_fast(total.sum_exp) * ln2;
+    if (at.leader() && p.lse) p.lse[row] = lse;
+    const ce_label& label = pend.label;
+    if (label.owned || (at.leader() && (label.ignored || !label.in_range))) {
+      float loss = 0.f;
+      if (!label.ignored) {
+        const float smoothing = p.label_smoothing;
+        loss = label.in_range ? lse - (1.f - smoothing) * pend.label_logit -
+                                    smoothing * (total.sum_logits / float(p.cols)) + p.z_loss_weight * lse * lse
+                              : invalid_label_marker;
+      }
+      p.loss[row] = loss;
+    }
+    return lse;
   }
 };
 

@@ -316,6 +316,18 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   check<fp16>(5, 40000, 5, o, /*fused=*/false);
 }
 
+// Enough rows that every persistent worker takes several items: the forward without dlogits
+// finishes each row one row later (deferred rows), across items and, for clusters, with the
+// split cluster reduction in flight; the last row of each worker is finished after its loop.
+TEST_F(CrossEntropy, ManyRowsPerWorker) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  check<bf16>(20000, 100, 0, o, /*fused=*/false);
+  check<bf16>(3000, 4097, 0, o, /*fused=*/false);
+  check<float>(1500, 1000, 0, o, /*fused=*/false);
+  check<fp16>(400, 65543, 0, {}, /*fused=*/false);
+  check<bf16>(1000, 2048, 0, o, /*fused=*/true);
+}
+
 // With dlogits, 16-bit logits of 32K columns and more are held as packed pairs too
 // (wide_row_table) and the dlogits recomputed from them: those classes, aligned and not.
 TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {

@@ -7,6 +7,8 @@
 //     clusters of 1, 2 and 4 CTAs, against an fp64 reference, with warps that hold only -inf;
 //   * warp_exp_sum_natural over packed bf16 / fp16 pairs against fp64 and against the same
 //     function over floats (the max bit for bit), with a warp of pure -inf padding;
+//   * split calls (cluster_reduce_post, then cluster_reduce_wait one call later, four slot
+//     sets), 64 rounds in a row with CTAs taking turns to lag behind, sums checked exactly;
 //   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
 //     by comparing all threads' copies with thread 0's.
 #include <cuda_runtime.h>
@@ -131,6 +133,59 @@ void run_packed_exp_sum() {
   }
 }
 
+// Split cluster reductions: round k posts (k + 1) * (thread % 7 + 1 + rank) from every thread and
+// waits for round k - 1 only after that; out[(round) * threads + global thread] = its sum.
+constexpr int split_rounds = 64;
+__global__ void __launch_bounds__(cta_threads) split_reduce_kernel(float* out) {
+  __shared__ cluster_reduce_scratch<cta_threads, float, 4> scratch;
+  cluster_reduce_init(scratch);
+  const size_t threads = size_t(gridDim.x) * cta_threads;
+  const size_t thread = size_t(blockIdx.x) * cta_threads + threadIdx.x;
+  uint32_t previous = 0;
+  for (int k = 0; k < split_rounds; ++k) {
+    // Each round one CTA of the cluster starts late, so the others post ahead of it.
+    if (int(cluster::rank()) == k % int(cluster::size()) && threadIdx.x == 0) __nanosleep(3000);
+    const float v = float((k + 1) * (int(threadIdx.x) % 7 + 1 + int(cluster::rank())));
+    const uint32_t ticket = cluster_reduce_post<cta_threads>(v, sum_op{}, scratch);
+    if (k > 0) out[size_t(k - 1) * threads + thread] = cluster_reduce_wait<cta_threads>(previous, sum_op{}, scratch);
+    previous = ticket;
+  }
+  out[size_t(split_rounds - 1) * threads + thread] = cluster_reduce_wait<cta_threads>(previous, sum_op{}, scratch);
+  cluster::sync();  // no CTA exits while a peer may still send into it
+}
+
+void run_split_reduce(int cluster_size) {
+  SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
+  constexpr int clusters = 2;
+  const int ctas = clusters * cluster_size;
+  const size_t threads = size_t(ctas) * cta_threads;
+  device_buffer<float> out(threads * split_rounds);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(ctas);
+  config.blockDim = dim3(cta_threads);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(cluster_size);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, split_reduce_kernel, out.get()));
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  // Per round: (k + 1) * sum over ranks r and threads t of (t % 7 + 1 + r), exact in fp32.
+  double base = 0;
+  for (int r = 0; r < cluster_size; ++r)
+    for (int t = 0; t < cta_threads; ++t) base += t % 7 + 1 + r;
+  for (int k = 0; k < split_rounds; ++k)
+    for (size_t t = 0; t < threads; ++t)
+      if (got[size_t(k) * threads + t] != float((k + 1) * base)) {
+        ADD_FAILURE() << "round " << k << " thread " << t << ": got " << got[size_t(k) * threads + t] << ", expected "
+                      << (k + 1) * base;
+        return;
+      }
+}
+
 std::vector<float> small_integers(size_t n, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> dist(-16, 16);
   std::vector<float> v(n);
@@ -247,6 +302,12 @@ void run_softmax_stats(int cluster_size) {
 TEST_F(Reduce, ExpSumOfPackedPairs) {
   run_packed_exp_sum<bf16>();
   run_packed_exp_sum<fp16>();
+}
+
+TEST_F(Reduce, SplitClusterCallsOneRoundApart) {
+  run_split_reduce(2);
+  run_split_reduce(4);
+  run_split_reduce(8);
 }
 
 TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }

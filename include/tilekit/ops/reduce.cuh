@@ -340,6 +340,12 @@ TILEKIT_DEVICE TILEKIT_INLINE T group_reduce(T value, Op op, T* scratch, int bar
 // reading call n (the next call's block_reduce barrier orders that). One set would let call
 // n+1's bytes complete call n's barrier early.
 //
+// Split calls (cluster_reduce_post, then cluster_reduce_wait one call later): a CTA posts
+// call n+1 before it waits for (and reads) call n, so it works while the peers' partials of
+// call n travel. A peer posts call m only after its wait for m - 2, which needs this CTA's
+// post of m - 2; while this CTA still reads call n it has posted at most n + 1, so peers may
+// already send n + 2 and n + 3: four sets (Buffers = 4) keep them apart.
+//
 // Initialisation (once per kernel, before the first call):
 //     if (threadIdx.x == 0) scratch.init();
 //     init_barriers_fence();
@@ -348,15 +354,16 @@ TILEKIT_DEVICE TILEKIT_INLINE T group_reduce(T value, Op op, T* scratch, int bar
 // Exit: end the kernel with cluster::sync() (cluster.cuh exit rule): a CTA that finished its
 // last reduction may still have st.async stores in flight towards slower peers.
 // 16-byte aligned: partials of 16 bytes travel with st.async.v4, which needs aligned slots.
-template <int Threads, class T = float>
+template <int Threads, class T = float, int Buffers = 2>
 struct alignas(16) cluster_reduce_scratch {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "cluster_reduce moves each partial with one st.async of 4, 8 or 16 bytes");
-  static constexpr int buffers = 2;
+  static_assert(Buffers == 2 || Buffers == 4, "2 sets for cluster_reduce, 4 for split post / wait calls");
+  static constexpr int buffers = Buffers;
   block_reduce_scratch<Threads, T> block;
   T slots[buffers][max_cluster_ctas];
   mbarrier arrived[buffers];
-  // Number of completed calls; buffer = round % 2, mbarrier parity = (round / 2) % 2. Read by
+  // Number of posted calls; buffer = round % buffers, mbarrier parity = (round / buffers) % 2. Read by
   // every thread at the start of a call, advanced by thread 0 between the block_reduce barriers
   // (all threads have read it by then, and the next call reads it after that call's barriers).
   uint32_t round;
@@ -370,29 +377,26 @@ struct alignas(16) cluster_reduce_scratch {
 };
 
 // All threads of all CTAs of the cluster: initialise `scratch` and make it visible to the peers.
-template <int Threads, class T>
-TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Threads, T>& scratch) {
+template <int Threads, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Threads, T, B>& scratch) {
   if (threadIdx.x == 0) scratch.init();
   init_barriers_fence();
   cluster::sync();
 }
 
-// Reduce one value per thread over every thread of every CTA in the cluster; all of them get
-// the (bitwise identical) result. Every thread of every CTA must call it, the same number of
-// times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
-template <int Threads, bool WarpUniform = false, class Op, class T>
-TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
+// First half of a split cluster_reduce (all threads of all CTAs): reduce over this CTA and send
+// the partial to every peer; returns the call's round, for cluster_reduce_wait. Between the two,
+// a CTA may post one more call (Buffers = 4), not more.
+template <int Threads, bool WarpUniform = false, class Op, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
   const uint32_t round = scratch.round;
-  const uint32_t buffer = round % cluster_reduce_scratch<Threads, T>::buffers;
-  const uint32_t parity = (round / cluster_reduce_scratch<Threads, T>::buffers) % 2;
   const T partial = detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch.block.values, [&] {
     if (threadIdx.x == 0) scratch.round = round + 1;
   });
-
   const uint32_t ctas = cluster::size();
   const uint32_t my_rank = cluster::rank();
-  T* slots = scratch.slots[buffer];
-  mbarrier& arrived = scratch.arrived[buffer];
+  T* slots = scratch.slots[round % B];
+  mbarrier& arrived = scratch.arrived[round % B];
   if (threadIdx.x == 0) {
     slots[my_rank] = partial;
     // Release (CTA scope) of the slot write above to the threads that wait below.
@@ -403,10 +407,26 @@ TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_sc
     cluster::store_remote_async(cluster::map_shared(&slots[my_rank], peer), partial,
                                 cluster::map_shared(&arrived, peer));
   }
-  arrived.wait(parity);
+  return round;
+}
+
+// Second half: wait for every CTA's partial of call `round` and combine them in rank order.
+template <int Threads, class Op, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+  const T* slots = scratch.slots[round % B];
+  scratch.arrived[round % B].wait((round / B) % 2);
   T result = slots[0];
+  const uint32_t ctas = cluster::size();
   for (uint32_t r = 1; r < ctas; ++r) result = op(result, slots[r]);
   return result;
+}
+
+// Reduce one value per thread over every thread of every CTA in the cluster; all of them get
+// the (bitwise identical) result. Every thread of every CTA must call it, the same number of
+// times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
+template <int Threads, bool WarpUniform = false, class Op, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+  return cluster_reduce_wait<Threads>(cluster_reduce_post<Threads, WarpUniform>(value, op, scratch), op, scratch);
 }
 
 #endif  // __CUDACC__
