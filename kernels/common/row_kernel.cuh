@@ -285,12 +285,13 @@ struct row_schedule {
     }
   }
 
-  // Shared memory for reductions of V: nothing for a warp per row, one block_reduce scratch per
-  // group, or the cluster scratch (four sets of slots for deferred rows' split calls).
+  // Shared memory for reductions of V: nothing for a warp per row, two alternating
+  // block_reduce scratch arrays per group (one barrier per reduction), or the cluster scratch
+  // (four sets of slots for deferred rows' split calls).
   struct empty_storage {};
   template <class V>
   struct group_storage {
-    block_reduce_scratch<group_threads, V> group[groups];
+    block_reduce_scratch<group_threads, V> group[groups][2];
   };
   template <class V>
   using reduce_storage = std::conditional_t<
@@ -299,15 +300,19 @@ struct row_schedule {
                          group_storage<V>>>;
 
   // Reduce over the threads of the row (all of them call it); every one gets the result.
-  // WarpUniform: the value is already reduced over each warp (identical in its lanes).
+  // WarpUniform: the value is already reduced over each warp (identical in its lanes). `call`
+  // counts the thread's reductions (all threads of a row make the same calls): it picks the
+  // group's scratch array.
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static V reduce(V value, ReduceOp op, Storage& storage, const row_place& at) {
+  TILEKIT_DEVICE TILEKIT_INLINE static V reduce(V value, ReduceOp op, Storage& storage, const row_place& at,
+                                                uint32_t call) {
     if constexpr (warp_per_row) return WarpUniform ? value : warp_reduce(value, op);
     else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads, WarpUniform>(value, op, storage);
-    else if constexpr (groups == 1) return block_reduce<cta_threads, WarpUniform>(value, op, storage.group[0].values);
+    else if constexpr (groups == 1)
+      return block_reduce_alternating<cta_threads, WarpUniform>(value, op, storage.group[0], call);
     else
-      return group_reduce<group_threads, WarpUniform>(value, op, storage.group[at.group].values,
-                                                      first_free_barrier_id + at.group);
+      return group_reduce_alternating<group_threads, WarpUniform>(value, op, storage.group[at.group], call,
+                                                                  first_free_barrier_id + at.group);
   }
 
   // A reduction in two halves (deferred rows): post() starts it, wait() gives the result. Only
@@ -319,9 +324,10 @@ struct row_schedule {
     uint32_t round;
   };
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at) {
+  TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at,
+                                                      uint32_t call) {
     if constexpr (cluster_ctas > 1) return {value, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage)};
-    else return {reduce<WarpUniform>(value, op, storage, at), 0u};
+    else return {reduce<WarpUniform>(value, op, storage, at, call), 0u};
   }
   template <class Storage, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static V wait(const ticket<V>& t, ReduceOp op, Storage& storage) {
@@ -354,6 +360,7 @@ template <class S, class Storage>
 struct row_context {
   Storage& storage;
   const row_place& at;
+  mutable uint32_t calls = 0;  // this thread's reductions so far (see row_schedule::reduce)
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce(V value, ReduceOp op) const {
     return reduce_from<false>(value, op);
@@ -365,7 +372,7 @@ struct row_context {
   // reduce_warps in two halves (the kernel's deferred rows; an op's row() does not need them).
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE typename S::template ticket<V> post_warps(V value, ReduceOp op) const {
-    return S::template post<true>(value, op, storage_of<V>(), at);
+    return S::template post<true>(value, op, storage_of<V>(), at, calls++);
   }
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V wait(const typename S::template ticket<V>& t, ReduceOp op) const {
@@ -380,7 +387,7 @@ struct row_context {
   }
   template <bool WarpUniform, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_from(V value, ReduceOp op) const {
-    return S::template reduce<WarpUniform>(value, op, storage_of<V>(), at);
+    return S::template reduce<WarpUniform>(value, op, storage_of<V>(), at, calls++);
   }
 };
 

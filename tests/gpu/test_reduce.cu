@@ -7,6 +7,8 @@
 //     clusters of 1, 2 and 4 CTAs, against an fp64 reference, with warps that hold only -inf;
 //   * warp_exp_sum_natural over packed bf16 / fp16 pairs against fp64 and against the same
 //     function over floats (the max bit for bit), with a warp of pure -inf padding;
+//   * group_reduce_alternating / block_reduce_alternating (one barrier per call, two scratch
+//     arrays): 8 calls in a row with different values, one group and one warp starting late;
 //   * split calls (cluster_reduce_post, then cluster_reduce_wait one call later, four slot
 //     sets), 64 rounds in a row with CTAs taking turns to lag behind, sums checked exactly;
 //   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
@@ -133,6 +135,27 @@ void run_packed_exp_sum() {
   }
 }
 
+// Alternating scratch: call k of group g sums (k + 1) * in[thread] + k; out[k * 512 + thread].
+// Warp 0 of every group dawdles before odd calls, so fast warps run into the next call early.
+constexpr int alternating_calls = 8;
+__global__ void __launch_bounds__(512) alternating_reduce_kernel(const float* in, float* out) {
+  __shared__ block_reduce_scratch<group_threads> scratch[groups][2];
+  __shared__ block_reduce_scratch<512> whole[2];
+  const int group = threadIdx.x / group_threads;
+  const float x = in[threadIdx.x];
+  if (group == 0) __nanosleep(20000);
+  for (int k = 0; k < alternating_calls; ++k) {
+    if (k % 2 == 1 && threadIdx.x % group_threads < warp_threads) __nanosleep(5000);
+    const float v = float(k + 1) * x + float(k);
+    out[k * 512 + threadIdx.x] = group_reduce_alternating<group_threads>(v, sum_op{}, scratch[group], uint32_t(k), 1 + group);
+  }
+  for (int k = 0; k < alternating_calls; ++k) {
+    if (k % 2 == 0 && threadIdx.x < warp_threads) __nanosleep(5000);
+    out[(alternating_calls + k) * 512 + threadIdx.x] =
+        block_reduce_alternating<512>(float(k + 1) * x - float(k), sum_op{}, whole, uint32_t(k));
+  }
+}
+
 // Split cluster reductions: round k posts (k + 1) * (thread % 7 + 1 + rank) from every thread and
 // waits for round k - 1 only after that; out[(round) * threads + global thread] = its sum.
 constexpr int split_rounds = 64;
@@ -236,6 +259,28 @@ TEST_F(Reduce, IndependentGroupsOnNamedBarriers) {
     expect_same_bits(got.data() + g * group_threads, got.data() + g * group_threads, group_threads, "sum");
     expect_same_bits(got.data() + 512 + g * group_threads, got.data() + 512 + g * group_threads, group_threads,
                      "sum of squares");
+  }
+}
+
+TEST_F(Reduce, AlternatingScratchOneBarrierPerCall) {
+  std::mt19937_64 rng(test_seed() + 3);
+  const auto host = small_integers(512, rng);
+  device_buffer<float> in(host);
+  device_buffer<float> out{size_t(2 * alternating_calls) * 512};
+  alternating_reduce_kernel<<<1, 512>>>(in.get(), out.get());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  for (int k = 0; k < alternating_calls; ++k) {
+    double all = 0;
+    for (int i = 0; i < 512; ++i) all += double(k + 1) * host[i] - k;
+    for (int g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int i = g * group_threads; i < (g + 1) * group_threads; ++i) sum += double(k + 1) * host[i] + k;
+      for (int t = g * group_threads; t < (g + 1) * group_threads; ++t)
+        ASSERT_EQ(got[size_t(k) * 512 + t], sum) << "group call " << k << " thread " << t;
+    }
+    for (int t = 0; t < 512; ++t)
+      ASSERT_EQ(got[size_t(alternating_calls + k) * 512 + t], all) << "block call " << k << " thread " << t;
   }
 }
 

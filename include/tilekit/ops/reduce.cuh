@@ -270,7 +270,8 @@ namespace detail {
 struct cta_sync {
   TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { __syncthreads(); }
 };
-template <int Threads, bool WarpUniform = false, class T, class Op, class Between, class Sync = cta_sync>
+template <int Threads, bool WarpUniform = false, bool ClosingBarrier = true, class T, class Op, class Between,
+          class Sync = cta_sync>
 TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Between between, Sync sync = {}) {
   static_assert(Threads % warp_threads == 0 && Threads <= warp_threads * warp_threads,
                 "block_reduce needs a whole number of warps, 1..32 of them (Threads = 32, 64, ..., 1024)");
@@ -291,8 +292,9 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_with(T value, Op op, T* scratch, Be
     value = scratch[laneid() % warps];
 #pragma unroll
     for (int lane_mask = warps / 2; lane_mask > 0; lane_mask /= 2) value = op(value, shuffle_xor(value, lane_mask));
-    // Nobody may overwrite `scratch` (a second reduction) before every warp has read it.
-    sync();
+    // Nobody may overwrite `scratch` (a second reduction) before every warp has read it (callers
+    // that alternate between two scratch arrays get that from the next call's barrier instead).
+    if constexpr (ClosingBarrier) sync();
     return value;
   }
 }
@@ -315,13 +317,33 @@ TILEKIT_DEVICE TILEKIT_INLINE T block_reduce(T value, Op op, T* scratch) {
 // (1..15, one id per group that may reduce at the same time; see named_barrier.cuh). scratch =
 // block_reduce_scratch<Threads, T>::values of THIS group. Several groups of a CTA reduce
 // different rows concurrently without waiting for each other.
+namespace detail {
+template <int Threads>
+struct named_sync {
+  int id;
+  TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { named_barrier_sync(id, Threads); }
+};
+}  // namespace detail
 template <int Threads, bool WarpUniform = false, class Op, class T>
 TILEKIT_DEVICE TILEKIT_INLINE T group_reduce(T value, Op op, T* scratch, int barrier_id) {
-  struct named_sync {
-    int id;
-    TILEKIT_DEVICE TILEKIT_INLINE void operator()() const { named_barrier_sync(id, Threads); }
-  };
-  return detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch, detail::no_hook{}, named_sync{barrier_id});
+  return detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch, detail::no_hook{},
+                                                         detail::named_sync<Threads>{barrier_id});
+}
+
+// block_reduce / group_reduce with one barrier per call instead of two, for callers that
+// alternate between two scratch arrays: call n (counted by each thread, the same count in all)
+// uses scratch[n % 2]. A thread reaches call n + 2, which overwrites call n's array, only after
+// every thread arrived at call n + 1's barrier, i.e. after every thread read call n's result.
+template <int Threads, bool WarpUniform = false, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T block_reduce_alternating(T value, Op op, block_reduce_scratch<Threads, T> (&scratch)[2],
+                                                         uint32_t call) {
+  return detail::block_reduce_with<Threads, WarpUniform, false>(value, op, scratch[call % 2].values, detail::no_hook{});
+}
+template <int Threads, bool WarpUniform = false, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T group_reduce_alternating(T value, Op op, block_reduce_scratch<Threads, T> (&scratch)[2],
+                                                         uint32_t call, int barrier_id) {
+  return detail::block_reduce_with<Threads, WarpUniform, false>(value, op, scratch[call % 2].values, detail::no_hook{},
+                                                                detail::named_sync<Threads>{barrier_id});
 }
 
 // ---------------------------------------------------------------------------------------------
