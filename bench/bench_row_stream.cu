@@ -11,6 +11,8 @@
 //   BM_bulk_copy           one thread per CTA moves 32 KiB items global -> shared -> global with
 //                          bulk copies only (a ring of loads, one bulk store per item)
 //   BM_vector_copy         a grid-stride copy with 16-byte loads and stores from registers
+//                          (streaming hints; BM_vector_copy_cached without them)
+//   BM_block_copy          one block of 16-byte vectors per CTA, many CTAs (elementwise shape)
 //
 // bf16, M * N = 2^28 elements, GB/s of minimal traffic and x_copy as in bench_softmax.
 #include <cstdint>
@@ -114,18 +116,39 @@ __global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y
   tilekit::tma::store_wait<0>();
 }
 
+// Streaming: ld/st.global.cs (evict-first), as the row kernels store; else default caching.
+template <bool Streaming>
 __global__ void __launch_bounds__(512) vector_copy_kernel(const uint4* x, uint4* y, int64_t n) {
+  auto load = [](const uint4* p) { return Streaming ? __ldcs(p) : *p; };
+  auto store = [](uint4* p, uint4 v) {
+    if constexpr (Streaming) __stcs(p, v);
+    else *p = v;
+  };
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = __ldcs(x + i), b = __ldcs(x + i + stride), c = __ldcs(x + i + 2 * stride),
-                d = __ldcs(x + i + 3 * stride);
-    __stcs(y + i, a), __stcs(y + i + stride, b), __stcs(y + i + 2 * stride, c), __stcs(y + i + 3 * stride, d);
+    const uint4 a = load(x + i), b = load(x + i + stride), c = load(x + i + 2 * stride), d = load(x + i + 3 * stride);
+    store(y + i, a), store(y + i + stride, b), store(y + i + 2 * stride, c), store(y + i + 3 * stride, d);
   }
-  for (; i < n; i += stride) __stcs(y + i, __ldcs(x + i));
+  for (; i < n; i += stride) store(y + i, load(x + i));
 }
 
-template <bool Bulk>
+// One block of 256 threads x 4 vectors per CTA, no loop, as many CTAs as that takes (the shape
+// of a compiled elementwise kernel): default caching.
+__global__ void __launch_bounds__(256) block_copy_kernel(const uint4* x, uint4* y, int64_t n) {
+  const int64_t base = int64_t(blockIdx.x) * 1024 + threadIdx.x;
+  uint4 v[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (base + k * 256 < n) v[k] = x[base + k * 256];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (base + k * 256 < n) y[base + k * 256] = v[k];
+}
+
+// Kind 0: bulk copies; 1: grid-stride vectors, streaming; 2: the same, default caching;
+// 3: one block of vectors per CTA (block_copy_kernel).
+template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
   tb::cuda_stream stream;
   const size_t elements = static_cast<size_t>(total_elements);
@@ -136,18 +159,22 @@ void BM_reference_copy(benchmark::State& state) {
   const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
+  const auto* x4 = reinterpret_cast<const uint4*>(x.data());
+  auto* y4 = reinterpret_cast<uint4*>(y.data());
+  const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
   tb::time_on_stream(state, stream, [&] {
-    if constexpr (Bulk) bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items);
-    else
-      vector_copy_kernel<<<sms * 4, 512, 0, stream>>>(reinterpret_cast<const uint4*>(x.data()),
-                                                        reinterpret_cast<uint4*>(y.data()),
-                                                        int64_t(elements * sizeof(bf16) / sizeof(uint4)));
+    if constexpr (Kind == 0) bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items);
+    else if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
+    else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
+    else block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
   });
   tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
 }
-void BM_bulk_copy(benchmark::State& state) { BM_reference_copy<true>(state); }
-void BM_vector_copy(benchmark::State& state) { BM_reference_copy<false>(state); }
+void BM_bulk_copy(benchmark::State& state) { BM_reference_copy<0>(state); }
+void BM_vector_copy(benchmark::State& state) { BM_reference_copy<1>(state); }
+void BM_vector_copy_cached(benchmark::State& state) { BM_reference_copy<2>(state); }
+void BM_block_copy(benchmark::State& state) { BM_reference_copy<3>(state); }
 
 void widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N"});
@@ -165,4 +192,6 @@ TILEKIT_BENCHMARK(BM_stream_read_reduce)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_copy)->Apply(widths);
 TILEKIT_BENCHMARK(BM_bulk_copy);
 TILEKIT_BENCHMARK(BM_vector_copy);
+TILEKIT_BENCHMARK(BM_vector_copy_cached);
+TILEKIT_BENCHMARK(BM_block_copy);
 TILEKIT_BENCHMARK_MAIN()
