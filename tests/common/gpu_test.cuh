@@ -30,6 +30,23 @@ bool gpu_required();
 // Seed for this test: hash of the test's full name, mixed with TILEKIT_TEST_SEED.
 uint64_t test_seed();
 
+// Launches `kernel` on `ctas` CTAs of `threads` threads, in clusters of `cluster_size` CTAs
+// along x (default stream, no dynamic shared memory).
+template <class... Params, class... Args>
+void launch_clusters(void (*kernel)(Params...), int ctas, int threads, int cluster_size, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(ctas));
+  config.blockDim = dim3(unsigned(threads));
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(cluster_size);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {

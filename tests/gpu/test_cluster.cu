@@ -127,17 +127,8 @@ void run_cluster_reduce(int cluster_size) {
   device_buffer<float> in(host);
   device_buffer<float> out{size_t(ctas) * outputs_per_cta};
 
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ctas);
-  config.blockDim = dim3(reduce_threads);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(cluster_size);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, cluster_reduce_kernel, static_cast<const float*>(in.get()), out.get()));
+  launch_clusters(cluster_reduce_kernel, ctas, reduce_threads, cluster_size, static_cast<const float*>(in.get()),
+                  out.get());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = out.download();
 

@@ -183,17 +183,7 @@ void run_split_reduce(int cluster_size) {
   const int ctas = clusters * cluster_size;
   const size_t threads = size_t(ctas) * cta_threads;
   device_buffer<float> out(threads * split_rounds);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ctas);
-  config.blockDim = dim3(cta_threads);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(cluster_size);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, split_reduce_kernel, out.get()));
+  launch_clusters(split_reduce_kernel, ctas, cta_threads, cluster_size, out.get());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = out.download();
   // Per round: (k + 1) * sum over ranks r and threads t of (t % 7 + 1 + r), exact in fp32.
@@ -303,17 +293,8 @@ void run_softmax_stats(int cluster_size) {
   device_buffer<float> in(host);
   device_buffer<float> out{3 * threads};
 
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(ctas);
-  config.blockDim = dim3(cta_threads);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(cluster_size);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, softmax_stats_kernel, static_cast<const float*>(in.get()), out.get()));
+  launch_clusters(softmax_stats_kernel, ctas, cta_threads, cluster_size, static_cast<const float*>(in.get()),
+                  out.get());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = out.download();
 
