@@ -13,6 +13,7 @@
 //   BM_vector_copy         a grid-stride copy with 16-byte loads and stores from registers
 //                          (streaming hints; BM_vector_copy_cached without them)
 //   BM_block_copy          one block of 16-byte vectors per CTA, many CTAs (elementwise shape)
+//   BM_ordered_copy        persistent CTAs claiming 32 KiB items in order from a global counter
 //
 // bf16, M * N = 2^28 elements, GB/s of minimal traffic and x_copy as in bench_softmax.
 #include <cstdint>
@@ -146,8 +147,31 @@ __global__ void __launch_bounds__(256) block_copy_kernel(const uint4* x, uint4* 
     if (base + k * 256 < n) y[base + k * 256] = v[k];
 }
 
+// Persistent CTAs that claim items of 512 x 4 vectors (32 KiB) IN ORDER from a global counter
+// (zeroed before each launch): the same work as vector_copy_kernel, but the items in flight
+// stay a compact region of memory however the CTAs drift.
+__global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4* y, int64_t n,
+                                                           unsigned long long* counter) {
+  __shared__ int64_t claimed;
+  for (;;) {
+    if (threadIdx.x == 0) claimed = int64_t(atomicAdd(counter, 1ull));
+    __syncthreads();
+    const int64_t base = claimed * 2048 + threadIdx.x;
+    __syncthreads();  // everyone has read `claimed` before thread 0 overwrites it
+    if (base - threadIdx.x >= n) break;
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (base + k * 512 < n) v[k] = x[base + k * 512];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (base + k * 512 < n) y[base + k * 512] = v[k];
+  }
+}
+
 // Kind 0: bulk copies; 1: grid-stride vectors, streaming; 2: the same, default caching;
-// 3: one block of vectors per CTA (block_copy_kernel).
+// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel (the counter
+// reset is a 8-byte memset inside the timed region, ~1% of a run).
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
   tb::cuda_stream stream;
@@ -162,11 +186,16 @@ void BM_reference_copy(benchmark::State& state) {
   const auto* x4 = reinterpret_cast<const uint4*>(x.data());
   auto* y4 = reinterpret_cast<uint4*>(y.data());
   const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
+  tb::device_array<unsigned long long> counter(1);
   tb::time_on_stream(state, stream, [&] {
     if constexpr (Kind == 0) bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items);
     else if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
-    else block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
+    else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
+    else {
+      TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
+      ordered_copy_kernel<<<sms * 4, 512, 0, stream>>>(x4, y4, vectors, counter.data());
+    }
   });
   tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
@@ -175,6 +204,7 @@ void BM_bulk_copy(benchmark::State& state) { BM_reference_copy<0>(state); }
 void BM_vector_copy(benchmark::State& state) { BM_reference_copy<1>(state); }
 void BM_vector_copy_cached(benchmark::State& state) { BM_reference_copy<2>(state); }
 void BM_block_copy(benchmark::State& state) { BM_reference_copy<3>(state); }
+void BM_ordered_copy(benchmark::State& state) { BM_reference_copy<4>(state); }
 
 void widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N"});
@@ -194,4 +224,5 @@ TILEKIT_BENCHMARK(BM_bulk_copy);
 TILEKIT_BENCHMARK(BM_vector_copy);
 TILEKIT_BENCHMARK(BM_vector_copy_cached);
 TILEKIT_BENCHMARK(BM_block_copy);
+TILEKIT_BENCHMARK(BM_ordered_copy);
 TILEKIT_BENCHMARK_MAIN()
