@@ -138,7 +138,7 @@ TEST_F(Softmax, ForwardFp16SomeWidths) {
 }
 
 // 16-bit rows of 32K columns and more take 64 columns per thread as packed pairs and recompute
-// the exponentials in the output pass (softmax_row_table in kernels/softmax/softmax.cu): every
+// the exponentials in the output pass (wide_row_table in kernels/common/row_kernel.cuh): every
 // one of those classes, a tail in each, large logits, a misaligned stride (direct path).
 TEST_F(Softmax, ForwardWideClassesOf16BitRows) {
   for (int64_t cols : {int64_t(16385), int64_t(32768), int64_t(40000), int64_t(131073), int64_t(262143)}) {
