@@ -134,17 +134,22 @@ __global__ void __launch_bounds__(512) vector_copy_kernel(const uint4* x, uint4*
   for (; i < n; i += stride) store(y + i, load(x + i));
 }
 
-// One block of 256 threads x 4 vectors per CTA, no loop, as many CTAs as that takes (the shape
-// of a compiled elementwise kernel): default caching.
-__global__ void __launch_bounds__(256) block_copy_kernel(const uint4* x, uint4* y, int64_t n) {
-  const int64_t base = int64_t(blockIdx.x) * 1024 + threadIdx.x;
+// Copies the 4 vectors base + k * Threads (k < 4) that lie below n: every load before any store.
+template <int Threads>
+__device__ __forceinline__ void copy_four_vectors(const uint4* x, uint4* y, int64_t base, int64_t n) {
   uint4 v[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k)
-    if (base + k * 256 < n) v[k] = x[base + k * 256];
+    if (base + k * Threads < n) v[k] = x[base + k * Threads];
 #pragma unroll
   for (int k = 0; k < 4; ++k)
-    if (base + k * 256 < n) y[base + k * 256] = v[k];
+    if (base + k * Threads < n) y[base + k * Threads] = v[k];
+}
+
+// One block of 256 threads x 4 vectors per CTA, no loop, as many CTAs as that takes (the shape
+// of a compiled elementwise kernel): default caching.
+__global__ void __launch_bounds__(256) block_copy_kernel(const uint4* x, uint4* y, int64_t n) {
+  copy_four_vectors<256>(x, y, int64_t(blockIdx.x) * 1024 + threadIdx.x, n);
 }
 
 // Persistent CTAs that claim items of 512 x 4 vectors (32 KiB) IN ORDER from a global counter
@@ -159,13 +164,7 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
     const int64_t base = claimed * 2048 + threadIdx.x;
     __syncthreads();  // everyone has read `claimed` before thread 0 overwrites it
     if (base - threadIdx.x >= n) break;
-    uint4 v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (base + k * 512 < n) v[k] = x[base + k * 512];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (base + k * 512 < n) y[base + k * 512] = v[k];
+    copy_four_vectors<512>(x, y, base, n);
   }
 }
 

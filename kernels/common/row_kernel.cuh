@@ -326,7 +326,7 @@ struct row_schedule {
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at,
                                                       uint32_t call) {
-    if constexpr (cluster_ctas > 1) return {value, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage)};
+    if constexpr (cluster_ctas > 1) return {V{}, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage)};
     else return {reduce<WarpUniform>(value, op, storage, at, call), 0u};
   }
   template <class Storage, class V, class ReduceOp>

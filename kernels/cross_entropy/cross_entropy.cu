@@ -135,6 +135,25 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   return l;
 }
 
+// dlogit of a column from its logit once lse is known (the backward's formula, also used by the
+// forward's packed path so that both write the same bits):
+//   g * (p (1 + 2 z lse) - eps / V),  p = exp(x - lse) = 2^((x - lse) log2 e)
+// with probability_scale = g (1 + 2 z lse) and uniform_target = g eps / V. x - lse first, so
+// that large logits (lse ~ 500) keep the precision a rounded lse * log2(e) would lose.
+TILEKIT_DEVICE TILEKIT_INLINE float dlogit_from_logit(float x, float lse, float probability_scale,
+                                                      float uniform_target) {
+  return fmaf(exp2_fast((x - lse) * log2e), probability_scale, -uniform_target);
+}
+
+// The label's column of a stored dlogits row also has the target's -(1 - eps) g: the thread that
+// owns it (and just stored the row: one thread, one address, the stores stay in program order)
+// overwrites that element from the label's exponential e, computed as the row's others were.
+template <class T>
+TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& label, float e, float probability_scale,
+                                                      float uniform_target, float g, float smoothing) {
+  out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
+}
+
 // The sum of a thread's logits, padding (columns >= cols) skipped: over floats, or over
 // packed pairs (register j of the layout = element j % 2 of pair j / 2).
 template <class Layout, class V, int N>
@@ -242,6 +261,7 @@ struct ce_forward_op : row_op_defaults {
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                          const T* (&in)[1], const Ctx& ctx) {
+    static_assert(WriteGradient, "without dlogits the rows are deferred (partial / finish)");
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
@@ -261,15 +281,12 @@ struct ce_forward_op : row_op_defaults {
       warp = warp_statistics<layout>(pairs, cols, at.thread, smoothing != 0.f);
     } else {
       load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
-      const float sum_logits =
-          smoothing != 0.f ? warp_reduce(sum_of_logits<layout>(values, cols, at.thread), sum_op{}) : 0.f;
-      const max_sum w = warp_exp_sum_natural(values);  // values := exp(x - warp max)
-      warp = {w.max, w.sum, sum_logits, 0.f};
+      warp = float_statistics<layout>(values, cols, at.thread, smoothing != 0.f);  // values := exp(x - warp max)
     }
     const ce_stats total = ctx.reduce_warps(warp, ce_stats_op{});
     const float lse = write_loss(p, at, row, {label, label_logit}, total);
 
-    if constexpr (WriteGradient && packed) {
+    if constexpr (packed) {
       // dlogits from the pairs with the backward's formula and operations (bit-identical to
       // what cross_entropy_backward writes from this lse).
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
@@ -279,16 +296,15 @@ struct ce_forward_op : row_op_defaults {
 #pragma unroll
       for (int j = 0; j < layout::elements / 2; ++j) {
         const float2 x = unpack_pair(pairs[j]);
-        out_values[2 * j] = fmaf(exp2_fast((x.x - lse) * log2e), probability_scale, -uniform_target);
-        out_values[2 * j + 1] = fmaf(exp2_fast((x.y - lse) * log2e), probability_scale, -uniform_target);
+        out_values[2 * j] = dlogit_from_logit(x.x, lse, probability_scale, uniform_target);
+        out_values[2 * j + 1] = dlogit_from_logit(x.y, lse, probability_scale, uniform_target);
       }
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
       store_row<layout, cache_policy::streaming>(out, out_values, cols, at.thread);
-      if (label.owned) {
-        const float e = exp2_fast((label_logit - lse) * log2e);
-        out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
-      }
-    } else if constexpr (WriteGradient) {
+      if (label.owned)
+        patch_label_dlogit(out, label, exp2_fast((label_logit - lse) * log2e), probability_scale, uniform_target, g,
+                           smoothing);
+    } else {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =
@@ -298,13 +314,10 @@ struct ce_forward_op : row_op_defaults {
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
       store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
-      if (label.owned) {
-        // The label's column also has the target's -(1 - eps) g. Recompute its exponential exactly
-        // as warp_exp_sum did (same operations, same bits) and overwrite the element this thread
-        // just stored (one thread, one address: the stores stay in program order).
-        const float e = exp2_fast((label_logit - warp.max) * log2e);
-        out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing))));
-      }
+      // The label's exponential recomputed exactly as warp_exp_sum_natural did (same bits).
+      if (label.owned)
+        patch_label_dlogit(out, label, exp2_fast((label_logit - warp.max) * log2e), probability_scale, uniform_target,
+                           g, smoothing);
     }
   }
 
@@ -368,17 +381,14 @@ struct ce_backward_op : row_op_defaults {
 
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
-    // exp(x - lse) as 2^((x - lse) log2 e): x - lse first, so that large logits (lse ~ 500)
-    // keep the precision that a rounded lse * log2(e) would lose.
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j)
-      values[j] = fmaf(exp2_fast((values[j] - r.lse) * log2e), probability_scale, -uniform_target);
+      values[j] = dlogit_from_logit(values[j], r.lse, probability_scale, uniform_target);
     T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
     store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
-    if (label.owned) {  // the label's column: minus (1 - eps) g more (see the forward)
-      const float e = exp2_fast((convert<float>(in[0][label.column]) - r.lse) * log2e);
-      out[label.column] = convert<T>(fmaf(e, probability_scale, -(uniform_target + g * (1.f - p.label_smoothing))));
-    }
+    if (label.owned)
+      patch_label_dlogit(out, label, exp2_fast((convert<float>(in[0][label.column]) - r.lse) * log2e),
+                         probability_scale, uniform_target, g, p.label_smoothing);
   }
 };
 

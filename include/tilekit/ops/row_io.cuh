@@ -124,21 +124,12 @@ namespace detail {
 template <class T, class W>
 TILEKIT_DEVICE TILEKIT_INLINE void unpack_word(const W& w, float* out) {
   constexpr int n = int(sizeof(W) / sizeof(T));
-  if constexpr (std::is_same_v<T, bf16> && sizeof(W) % 4 == 0) {
-    bf16_2 pairs[sizeof(W) / 4];
+  if constexpr (is_16bit_float<T> && sizeof(W) % 4 == 0) {
+    packed_t<T> pairs[sizeof(W) / 4];
     memcpy(pairs, &w, sizeof(W));
 #pragma unroll
     for (int i = 0; i < int(sizeof(W) / 4); ++i) {
       const float2 f = unpack_pair(pairs[i]);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  } else if constexpr (std::is_same_v<T, fp16> && sizeof(W) % 4 == 0) {
-    fp16_2 h[sizeof(W) / 4];
-    memcpy(h, &w, sizeof(W));
-#pragma unroll
-    for (int i = 0; i < int(sizeof(W) / 4); ++i) {
-      const float2 f = __half22float2(h[i]);
       out[2 * i] = f.x;
       out[2 * i + 1] = f.y;
     }
