@@ -14,6 +14,7 @@
 //                          (streaming hints; BM_vector_copy_cached without them)
 //   BM_block_copy          one block of 16-byte vectors per CTA, many CTAs (elementwise shape)
 //   BM_ordered_copy        persistent CTAs claiming 32 KiB items in order from a global counter
+//   BM_ordered_bulk_copy   BM_bulk_copy claiming its items in order from a global counter
 //
 // bf16, M * N = 2^28 elements, GB/s of minimal traffic and x_copy as in bench_softmax.
 #include <cstdint>
@@ -117,6 +118,44 @@ __global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y
   tilekit::tma::store_wait<0>();
 }
 
+// bulk_copy_kernel with its items claimed IN ORDER from a global counter (zeroed before each
+// launch) instead of the static grid stride. Each claim is made one refill ahead, so thread 0
+// never waits for the atomic's round trip.
+__global__ void __launch_bounds__(32, 1) ordered_bulk_copy_kernel(const bf16* x, bf16* y, int64_t items,
+                                                                  unsigned long long* counter) {
+  extern __shared__ __align__(128) unsigned char stages[];
+  __shared__ tilekit::mbarrier full[bulk_stages];
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < bulk_stages; ++s) full[s].init(1);
+  tilekit::init_barriers_fence();
+  auto load = [&](int s, int64_t item) {
+    full[s].arrive_expect_tx(bulk_item_bytes);
+    tilekit::tma::load_bytes_async(stages + s * bulk_item_bytes,
+                                   reinterpret_cast<const unsigned char*>(x) + item * bulk_item_bytes,
+                                   bulk_item_bytes, full[s]);
+  };
+  int64_t item_of[bulk_stages];
+  for (int s = 0; s < bulk_stages; ++s) {
+    item_of[s] = int64_t(atomicAdd(counter, 1ull));
+    if (item_of[s] < items) load(s, item_of[s]);
+  }
+  int64_t pending = int64_t(atomicAdd(counter, 1ull));
+  for (int64_t k = 0;; ++k) {
+    const int s = int(k % bulk_stages);
+    const int64_t item = item_of[s];
+    if (item >= items) break;
+    full[s].wait(uint32_t((k / bulk_stages) % 2));
+    tilekit::tma::store_bytes_async(reinterpret_cast<unsigned char*>(y) + item * bulk_item_bytes,
+                                    stages + s * bulk_item_bytes, bulk_item_bytes);
+    tilekit::tma::store_commit();
+    tilekit::tma::store_wait_read<0>();
+    item_of[s] = pending;
+    pending = int64_t(atomicAdd(counter, 1ull));
+    if (item_of[s] < items) load(s, item_of[s]);
+  }
+  tilekit::tma::store_wait<0>();
+}
+
 // Streaming: ld/st.global.cs (evict-first), as the row kernels store; else default caching.
 template <bool Streaming>
 __global__ void __launch_bounds__(512) vector_copy_kernel(const uint4* x, uint4* y, int64_t n) {
@@ -169,8 +208,9 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
 }
 
 // Kind 0: bulk copies; 1: grid-stride vectors, streaming; 2: the same, default caching;
-// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel (the counter
-// reset is a 8-byte memset inside the timed region, ~1% of a run).
+// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel; 5:
+// ordered_bulk_copy_kernel (4 and 5: the counter reset is a 8-byte memset inside the timed
+// region, ~1% of a run).
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
   tb::cuda_stream stream;
@@ -181,6 +221,8 @@ void BM_reference_copy(benchmark::State& state) {
   TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  TILEKIT_CHECK_CUDA(
+      cudaFuncSetAttribute(ordered_bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
   const auto* x4 = reinterpret_cast<const uint4*>(x.data());
   auto* y4 = reinterpret_cast<uint4*>(y.data());
@@ -191,7 +233,10 @@ void BM_reference_copy(benchmark::State& state) {
     else if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
-    else {
+    else if constexpr (Kind == 5) {
+      TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
+      ordered_bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data());
+    } else {
       TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
       ordered_copy_kernel<<<sms * 4, 512, 0, stream>>>(x4, y4, vectors, counter.data());
     }
@@ -204,6 +249,7 @@ void BM_vector_copy(benchmark::State& state) { BM_reference_copy<1>(state); }
 void BM_vector_copy_cached(benchmark::State& state) { BM_reference_copy<2>(state); }
 void BM_block_copy(benchmark::State& state) { BM_reference_copy<3>(state); }
 void BM_ordered_copy(benchmark::State& state) { BM_reference_copy<4>(state); }
+void BM_ordered_bulk_copy(benchmark::State& state) { BM_reference_copy<5>(state); }
 
 void widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N"});
@@ -224,4 +270,5 @@ TILEKIT_BENCHMARK(BM_vector_copy);
 TILEKIT_BENCHMARK(BM_vector_copy_cached);
 TILEKIT_BENCHMARK(BM_block_copy);
 TILEKIT_BENCHMARK(BM_ordered_copy);
+TILEKIT_BENCHMARK(BM_ordered_bulk_copy);
 TILEKIT_BENCHMARK_MAIN()
