@@ -38,6 +38,28 @@
 // in shared memory), at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16
 // inputs. Three stages in flight is ~96-192 KiB per SM, several times what HBM latency needs.
 //
+// Item order. Workers that take items in a fixed stride (worker w: w, w + W, w + 2W, ...) drift
+// apart over a long launch, and the items in flight spread over an ever wider stretch of the
+// matrix; measured on the H200, such persistent copies reach ~0.90x of cudaMemcpy, the same
+// copies taking their items IN ORDER from a global counter ~0.94-0.95x (bench_row_stream:
+// BM_bulk_copy vs BM_ordered_bulk_copy). So staged launches of ops without per-worker results
+// and without clusters may CLAIM their items (a second instantiation, row_kernel<..., Claimed =
+// true>, so that the static kernel carries none of it): thread 0 of each CTA takes the next item
+// number from a counter with an atomic add (row_item_order below: claims run stages + 2 uses
+// ahead and each atomic's latency is hidden behind one item; the claimed numbers reach the other
+// threads through the stages' barriers). The counter is a slot of a per-stream array
+// (row_claim_counters: a stream's launches run one after the other, so they can share one), and
+// the launch's last CTA resets it, so no launch needs a memset or a workspace. Launches under
+// CUDA-graph capture, and small ones (below row_claim_min_items_per_worker items per worker),
+// keep the static order; TILEKIT_ROW_ORDER=static|claimed|auto (default auto) overrides it for
+// measurements and tests. Norm backward keeps the static order: its per-worker partial sums
+// must cover the same rows in every run (deterministic dw). An op can opt out
+// (claim_items = false): the cross-entropy forwards measured 2-16% SLOWER claimed at most widths
+// (H200, 2026-11-30; the cause is not known: they are the kernels at the 128-register cap, and
+// issuing each claim two uses ahead instead of one changed nothing), while RMSNorm / LayerNorm /
+// softmax forward at 1K-32K gained 2-6% (0.87-0.89 -> 0.90-0.93x copy) and the softmax and
+// cross-entropy backward 2-5%.
+//
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
 // matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
 // the same ops run on a direct path (Staged = false): one CTA per item copies the item's rows
@@ -79,6 +101,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -227,6 +251,7 @@ struct row_op_defaults {
   static constexpr const row_table& table = default_row_table;  // size classes (see above)
   static constexpr bool per_worker_results = false;
   static constexpr bool deferred_rows = false;  // see "Deferred rows" above
+  static constexpr bool claim_items = true;     // see "Item order" above
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
   struct pending {};
@@ -337,6 +362,18 @@ struct row_schedule {
 #endif
 };
 
+// Item order (see "Item order" above). One counter per stream slot: `next` hands out item
+// numbers, `done` counts the CTAs that have finished claiming; the last one resets both.
+struct row_claim_counter {
+  unsigned next;
+  unsigned done;
+};
+inline constexpr int row_claim_slots = 1024;
+// Whether schedule S of Op may claim its items when staged: one CTA per worker (a cluster would
+// have to share its claims), and no per-worker results (their rows must not vary by run).
+template <class Op, class S>
+inline constexpr bool row_claimable = Op::claim_items && S::cluster_ctas == 1 && !Op::per_worker_results;
+
 #if defined(__CUDACC__)
 // Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
 // reduce_value when that is another type (e.g. LayerNorm backward's float2 of two sums).
@@ -391,6 +428,66 @@ struct row_context {
   }
 };
 
+// Zero at module load and after every launch; one array per translation unit (each kernel uses
+// its own unit's copy, and a slot always belongs to one stream).
+static __device__ row_claim_counter row_claim_counters[row_claim_slots];
+
+// The items of one worker, by use (the worker's u-th item, u = 0, 1, ...): static
+// (worker + u * workers) or claimed. Claimed: thread 0 writes the item of use u + Stages + 2 into
+// `table` when it starts use u (`visit`, right after the stage of use u is full), from an atomic
+// issued one use earlier (`pending`; issuing it two uses earlier measured the same). Readers: every thread reads item(u + 1) during use u (the per-row scalars are fetched
+// an item ahead, and the loop moves on to it), and the thread that refills a stage after use v
+// reads item(v + Stages). Both come after thread 0 left use u - Stages - 1
+// (resp. v): the stage of use u - 1 was refilled only after every warp, thread 0 included, left
+// use u - 1 - Stages; thread 0's writes precede its leaving (the CTA barrier, or the fence before
+// its count), and the refill's barrier completion orders them before the readers. Table slots:
+// when thread 0 writes entry x + Stages + 2 (visit x), every warp has left use x - Stages, so the
+// oldest entry still to be read is x - Stages + 1: 2 Stages + 2 entries in use at most.
+// Claimed = false: the static order (worker + u * workers), nothing else compiled in.
+template <int Stages, bool Claimed>
+struct row_item_order {
+  static constexpr int slots = 32;
+  static_assert(2 * Stages + 2 <= slots, "row_item_order: claims run further ahead than the table holds");
+  int64_t (&table)[slots];  // shared (claimed order only)
+  int claim_slot;           // the kernel parameter (claimed order only)
+  int64_t worker, workers;
+  unsigned pending = 0;     // thread 0: the claim of the next visit
+
+  TILEKIT_DEVICE TILEKIT_INLINE row_claim_counter& counter() const { return row_claim_counters[claim_slot]; }
+  TILEKIT_DEVICE TILEKIT_INLINE int64_t first() const { return Claimed ? table[0] : worker; }
+  // The item `ahead` uses after `current`, the item of `use`.
+  TILEKIT_DEVICE TILEKIT_INLINE int64_t after(int64_t current, uint32_t use, int ahead) const {
+    return Claimed ? table[(use + ahead) % slots] : current + ahead * workers;
+  }
+  // Thread 0, before the CTA barrier that follows it: the items of uses 0 .. Stages + 1.
+  TILEKIT_DEVICE TILEKIT_INLINE void start() {
+    if constexpr (Claimed) {
+      for (int u = 0; u < Stages + 2; ++u) table[u] = atomicAdd(&counter().next, 1u);
+      pending = atomicAdd(&counter().next, 1u);
+    }
+  }
+  // Thread 0, when the stage of `use` is full.
+  TILEKIT_DEVICE TILEKIT_INLINE void visit(uint32_t use) {
+    if constexpr (Claimed) {
+      table[(use + Stages + 2) % slots] = pending;
+      pending = atomicAdd(&counter().next, 1u);
+    }
+  }
+  // Thread 0, after its last claim: the last CTA out resets the counter for the stream's next
+  // launch (every CTA's claims precede its count: fence, atomic; the last one's reset follows
+  // all counts: atomic, fence).
+  TILEKIT_DEVICE TILEKIT_INLINE void finish() {
+    if constexpr (Claimed) {
+      __threadfence();
+      if (atomicAdd(&counter().done, 1u) == gridDim.x - 1) {
+        __threadfence();
+        counter().next = 0;
+        counter().done = 0;
+      }
+    }
+  }
+};
+
 // The direct path's copy of an item into stage 0: every thread moves elements of the item's
 // rows with ordinary loads (any alignment; consecutive threads, consecutive elements), then
 // the CTA synchronizes. Used only for matrices that bulk copies cannot move.
@@ -407,12 +504,15 @@ TILEKIT_DEVICE TILEKIT_INLINE void copy_item(const Stream& stream, const row_sou
   __syncthreads();
 }
 
-template <class Op, int ConfigIndex, bool Staged>
-__global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename Op::params p) {
+// Claimed: the items come from slot `claim_slot` of row_claim_counters (this launch's stream's;
+// staged and row_claimable only), else in the static order (claim_slot unused).
+template <class Op, int ConfigIndex, bool Staged, bool Claimed = false>
+__global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename Op::params p, int claim_slot) {
   using S = row_schedule<ConfigIndex, Op>;
   using T = typename Op::element;
   using stream_t = typename S::stream;
   constexpr int K = Op::inputs;
+  static_assert(!Claimed || (Staged && row_claimable<Op, S>), "row_kernel: only staged, claimable schedules claim");
   extern __shared__ __align__(128) unsigned char dynamic_shared[];
   __shared__ row_reduce_storage<S, typename Op::reduce_value> storage;
 
@@ -429,10 +529,15 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 
   // Warps that have finished with each stage in the current lap (see the release below).
   __shared__ unsigned stage_leavers[stream_t::stages];
+  // The worker's items, by use (see "Item order").
+  using order_t = row_item_order<stream_t::stages, Claimed>;
+  __shared__ int64_t claimed_items[order_t::slots];
+  order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
     if constexpr (S::cluster_ctas > 1) storage.init();
     if constexpr (Staged) stream.init();
     for (int s = 0; s < stream_t::stages; ++s) stage_leavers[s] = 0;
+    order.start();
   }
   init_barriers_fence();
   Op op;
@@ -441,11 +546,10 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   else __syncthreads();
 
   const int64_t items = ceil_div(rows, int64_t(S::rows_per_item));
-  stage_ring<stream_t::stages> ring;
   if constexpr (Staged) {
     if (threadIdx.x == 0)
       for (int s = 0; s < stream_t::stages; ++s) {
-        const int64_t item = at.worker + s * at.workers;
+        const int64_t item = order.after(order.first(), 0, s);
         if (item < items) stream.issue(s, sources, item * S::rows_per_item, rows, at.col0, chunk);
       }
   }
@@ -462,7 +566,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     }
   };
   scalars current[rows_per_group];
-  fetch(at.worker, current);
+  int64_t item = order.first();
+  fetch(item, current);
   // Deferred rows: the one row whose reduction is in flight while the next row is computed.
   struct in_flight_row {
     bool valid = false;
@@ -471,11 +576,13 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     typename S::template ticket<typename Op::reduce_value> ticket{};
   };
   [[maybe_unused]] std::conditional_t<Op::deferred_rows, in_flight_row, row_op_defaults> in_flight;
-  for (int64_t item = at.worker; item < items; item += at.workers) {
+  stage_ring<stream_t::stages> ring;
+  for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
     scalars next[rows_per_group];
-    fetch(item + at.workers, next);
+    fetch(order.after(item, use, 1), next);
     if constexpr (Staged) stream.wait(ring);
     else copy_item<S>(stream, sources, item * S::rows_per_item, rows, at.col0, chunk);
+    if (threadIdx.x == 0) order.visit(use);
 #pragma unroll
     for (int k = 0; k < rows_per_group; ++k) {
       const int slot = k * S::groups + at.group;  // row of the item
@@ -514,22 +621,24 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         if (atomicAdd(&stage_leavers[ring.index], 1u) == unsigned(row_cta_threads / warp_threads - 1)) {
           stage_leavers[ring.index] = 0;  // visible to the next lap's warps through full[]'s phase
           __threadfence_block();
-          const int64_t next_item = item + int64_t(stream_t::stages) * at.workers;
-          if (next_item < items)
-            stream.issue(ring.index, sources, next_item * S::rows_per_item, rows, at.col0, chunk);
+          const int64_t refill = order.after(item, use, stream_t::stages);
+          if (refill < items) stream.issue(ring.index, sources, refill * S::rows_per_item, rows, at.col0, chunk);
         }
       }
       ring.advance();
     } else if constexpr (Staged) {
       __syncthreads();  // every thread is done with this stage: refill it
-      const int64_t next_item = item + int64_t(stream_t::stages) * at.workers;
-      if (threadIdx.x == 0 && next_item < items)
-        stream.issue(ring.index, sources, next_item * S::rows_per_item, rows, at.col0, chunk);
+      if (threadIdx.x == 0) {
+        const int64_t refill = order.after(item, use, stream_t::stages);
+        if (refill < items) stream.issue(ring.index, sources, refill * S::rows_per_item, rows, at.col0, chunk);
+      }
       ring.advance();
     } else {
       __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
     }
+    item = order.after(item, use, 1);  // read again rather than held across the row: one register less
   }
+  if (threadIdx.x == 0) order.finish();
   if constexpr (Op::deferred_rows) {
     if (in_flight.valid)
       op.template finish<S>(p, at, in_flight.row, in_flight.state, ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
@@ -599,6 +708,9 @@ int64_t resident_workers() {
     TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  if constexpr (Staged && row_claimable<Op, S>)  // the claimed variant: same launch shape
+    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(row_kernel<Op, I, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(shared)));
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
   int64_t workers = 0;
   if constexpr (S::cluster_ctas > 1) {
@@ -635,41 +747,109 @@ inline int64_t row_groups(int64_t cols, const row_table& table = default_row_tab
 }
 
 // A planned launch: size class, path and worker count (known before the launch, so that ops
-// with per-worker results can lay out their workspace).
+// with per-worker results can lay out their workspace), and whether its items may be claimed.
 struct row_launch {
   int config_index;
   bool staged;
   int64_t workers;
+  int64_t items;
+  bool claimable;  // staged, one CTA per worker, no per-worker results
 };
+
+// Item order (see "Item order" at the top). TILEKIT_ROW_ORDER, read once: `auto` (or unset),
+// `claimed` (every claimable launch, any size: what the tests use to cover it) or `static`.
+enum class row_order { automatic, claimed, fixed };
+inline row_order row_order_setting() {
+  static const row_order order = [] {
+    const char* value = std::getenv("TILEKIT_ROW_ORDER");
+    if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return row_order::automatic;
+    if (std::strcmp(value, "claimed") == 0) return row_order::claimed;
+    if (std::strcmp(value, "static") == 0) return row_order::fixed;
+    throw ::tilekit::invalid_argument(::tilekit::detail::concat("TILEKIT_ROW_ORDER is '", value,
+                                                               "'; expected auto, claimed or static"),
+                                     __FILE__, __LINE__);
+  }();
+  return order;
+}
+// Automatic order: claims from this many items per worker on (below, the launch is short and
+// its CTAs have little time to drift apart, and the first claims' latency is not amortized).
+inline constexpr int64_t row_claim_min_items_per_worker = 4;
+
+// The claim slot of `stream` on the current device (row_claim_counters), or -1: under CUDA-graph
+// capture (a graph may be replayed on any stream, concurrently with launches on the captured
+// one) and when all slots are taken. Slots are keyed by the stream's unique id (cudaStreamGetId:
+// never reused, and distinct for each thread's per-thread default stream), never released: a
+// program that uses more than row_claim_slots streams per device runs the rest in static order.
+inline int row_claim_slot(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TILEKIT_CHECK_CUDA(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return -1;
+  unsigned long long id = 0;
+  TILEKIT_CHECK_CUDA(cudaStreamGetId(stream, &id));
+  int device = 0;
+  TILEKIT_CHECK_CUDA(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::map<std::pair<int, unsigned long long>, int> slots;
+  static std::map<int, int> taken;  // slots handed out per device
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = slots.find({device, id}); it != slots.end()) return it->second;
+  int& count = taken[device];
+  if (count == row_claim_slots) return -1;
+  slots.emplace(std::make_pair(device, id), count);
+  return count++;
+}
 
 // Plan a launch of Op for p: the size class of p.cols, the staged path when every streamed
 // matrix is bulk-copyable, and the workers: persistent (the resident ones) when staged or when
 // the op keeps per-worker results, else one CTA (cluster) per item.
 template <class Op>
 row_launch plan_rows(const typename Op::params& p) {
-  row_launch plan{Op::table.index(p.cols), false, 0};
+  row_launch plan{Op::table.index(p.cols), false, 0, 0, false};
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     plan.staged = can_stream<Op, S>(p);
-    const int64_t items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
+    plan.items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
     const int64_t resident = plan.staged ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
-    plan.workers = plan.staged || Op::per_worker_results ? std::min(items, resident) : items;
+    plan.workers = plan.staged || Op::per_worker_results ? std::min(plan.items, resident) : plan.items;
+    // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32.
+    plan.claimable = plan.staged && row_claimable<Op, S> && plan.items < (int64_t(1) << 31);
   });
   return plan;
 }
 
+// The claim slot of a planned launch on `stream`, or -1 for the static order.
+inline int row_claim_slot(const row_launch& plan, cudaStream_t stream) {
+  if (!plan.claimable) return -1;
+  switch (row_order_setting()) {
+    case row_order::fixed: return -1;
+    case row_order::claimed: return row_claim_slot(stream);
+    default: return plan.items >= row_claim_min_items_per_worker * plan.workers ? row_claim_slot(stream) : -1;
+  }
+}
+
+// Launch a planned launch with claim slot `claim_slot` (-1: the static order; a slot: the
+// stream's, row_claim_slot(stream); clusters and the direct path ignore it).
 template <class Op>
-void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStream_t stream) {
+void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, cudaStream_t stream, int claim_slot) {
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     auto launch = [&](auto kernel, size_t shared) {
       cudaLaunchAttribute attribute;
       const cudaLaunchConfig_t config = row_launch_config<S>(plan.workers, shared, stream, attribute);
-      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p));
+      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, claim_slot));
     };
-    if (plan.staged) launch(row_kernel<Op, I, true>, row_kernel_shared_bytes<Op, I, true>());
+    constexpr size_t staged_shared = row_kernel_shared_bytes<Op, I, true>();
+    if constexpr (row_claimable<Op, S>) {
+      if (plan.staged && claim_slot >= 0) return launch(row_kernel<Op, I, true, true>, staged_shared);
+    }
+    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared);
     else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>());
   });
+}
+// Launch a planned launch in the order row_order_setting() and the plan choose.
+template <class Op>
+void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStream_t stream) {
+  launch_rows_in_order<Op>(p, plan, stream, row_claim_slot(plan, stream));
 }
 
 // Plan and launch in one call (ops without per-worker results).

@@ -217,6 +217,8 @@ struct ce_forward_op : row_op_defaults {
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
   static constexpr bool deferred_rows = !WriteGradient;
+  // Static item order: claimed, these kernels measured 2-16% slower (row_kernel.cuh, "Item order").
+  static constexpr bool claim_items = false;
   // 16-bit logits: 64 columns per thread held as packed pairs (packed_rows<S>), from 2K columns
   // on without dlogits (packed_row_table: the per-row work of this instruction-bound reduction
   // is spread over twice the elements), from 32K on with dlogits (wide_row_table: half the

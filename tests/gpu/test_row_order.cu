@@ -1,0 +1,243 @@
+// The row kernel's item order (kernels/common/row_kernel.cuh, "Item order"): staged launches
+// may claim their items from a per-stream counter instead of the static stride. Checked with a
+// small row op of this file (y = x * scale[row], one visit count per row, a group reduction per
+// row so that rows meet in barriers as real ops do):
+//   * both orders, every size class of the default table (4 rows per warp .. 16K columns, and a
+//     cluster class and a misaligned matrix, which stay static), rows from 1 to several items
+//     per worker: every row written once with its own per-row scalar (the scalars are fetched
+//     one item ahead from the claimed table, so a wrong or stale table entry shows up here);
+//   * the counter is back at zero after every launch (the last CTA resets it);
+//   * many launches back to back on one stream, with no host synchronization in between;
+//   * launches on four streams at once, each with its own slot;
+//   * under CUDA-graph capture the planner hands out no slot, and the captured launch (static
+//     order) replays correctly;
+//   * a big enough launch is claimed in automatic order (the planner's threshold).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "common/row_kernel.cuh"
+
+using namespace tilekit;
+using namespace tilekit::testing;
+namespace tkd = tilekit::kernels::detail;
+
+namespace {
+
+struct scale_params {
+  const float* x;
+  const float* scale;  // one per row
+  float* y;
+  float* sums;         // one per row: the row's sum of y (a group reduction)
+  unsigned* visits;    // one per row: how often the row was computed
+  int64_t rows;
+  int cols;
+  int64_t stride;
+};
+
+struct scale_op : tkd::row_op_defaults {
+  using element = float;
+  using reduce_value = float;
+  using params = scale_params;
+  static constexpr int inputs = 1;
+  struct row_scalars {
+    float scale;
+  };
+  TILEKIT_HOST_DEVICE static row_source<float> source(const params& p, int) { return {p.x, p.stride}; }
+#if defined(__CUDACC__)
+  TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return {p.scale[row]}; }
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars s,
+                                         const float* (&in)[1], const Ctx& ctx) {
+    using layout = typename S::layout;
+    const int cols = p.cols - at.col0;
+    float v[layout::elements];
+    load_row_aligned<layout>(v, in[0], cols, at.thread);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) {
+      v[j] *= s.scale;
+      sum += v[j];  // padding columns load as 0
+    }
+    sum = ctx.reduce(sum, sum_op{});
+    store_row<layout>(p.y + row * p.stride + at.col0, v, cols, at.thread);
+    if (at.leader()) {
+      p.sums[row] = sum;
+      atomicAdd(&p.visits[row], 1u);
+    }
+  }
+#endif
+};
+
+// One problem: inputs, outputs and the expected results (computed on the host).
+struct problem {
+  int64_t rows;
+  int cols;
+  int64_t stride;
+  std::vector<float> x, scale;
+  device_buffer<float> dx, dscale, dy, dsums;
+  device_buffer<unsigned> dvisits;
+
+  problem(int64_t rows_, int cols_, int64_t stride_, std::mt19937_64& rng)
+      : rows(rows_), cols(cols_), stride(stride_),
+        x(random_vector<float>(size_t(rows_ * stride_), rng)),
+        scale(random_vector<float>(size_t(rows_), rng, 0.5f, 2.f)),
+        dx(x), dscale(scale), dy(size_t(rows_ * stride_)), dsums(size_t(rows_)), dvisits(size_t(rows_)) {
+    TILEKIT_CHECK_CUDA(cudaMemset(dvisits.get(), 0, size_t(rows) * sizeof(unsigned)));
+    // The uploads and memsets above run on the legacy stream, which the test's non-blocking
+    // streams do not wait for.
+    TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  scale_params params() const {
+    return {dx.get(), dscale.get(), dy.get(), dsums.get(), dvisits.get(), rows, cols, stride};
+  }
+  // Every row once, y and the row sums right (fp32 products are exact-rounded: compare
+  // element by element; the sums to a relative tolerance).
+  void check(const std::string& what) const {
+    const std::vector<float> y = dy.download(), sums = dsums.download();
+    const std::vector<unsigned> visits = dvisits.download();
+    int64_t bad_visits = 0, bad_values = 0, bad_sums = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      bad_visits += visits[size_t(r)] != 1u;
+      double sum = 0;
+      for (int c = 0; c < cols; ++c) {
+        const float want = x[size_t(r * stride + c)] * scale[size_t(r)];
+        bad_values += y[size_t(r * stride + c)] != want;
+        sum += double(want);
+      }
+      bad_sums += std::abs(double(sums[size_t(r)]) - sum) > 1e-4 * (1.0 + std::abs(sum)) + 1e-6 * cols;
+    }
+    EXPECT_EQ(bad_visits, 0) << what << ": rows not computed exactly once";
+    EXPECT_EQ(bad_values, 0) << what << ": wrong outputs (a row with another row's scalar?)";
+    EXPECT_EQ(bad_sums, 0) << what << ": wrong row sums";
+  }
+};
+
+// Launches the op on `stream` with an explicit claim slot (-1: static order).
+void launch(const problem& pr, cudaStream_t stream, int slot) {
+  const scale_params p = pr.params();
+  tkd::launch_rows_in_order<scale_op>(p, tkd::plan_rows<scale_op>(p), stream, slot);
+}
+
+// The counter of `slot` as this file's kernels see it (each translation unit has its own
+// array; the kernels above are instantiated here).
+tkd::row_claim_counter read_counter(int slot) {
+  tkd::row_claim_counter c{~0u, ~0u};
+  TILEKIT_CHECK_CUDA(cudaMemcpyFromSymbol(&c, tkd::row_claim_counters, sizeof(c), size_t(slot) * sizeof(c)));
+  return c;
+}
+
+struct stream_owner {
+  cudaStream_t stream = nullptr;
+  stream_owner() { TILEKIT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+  ~stream_owner() { cudaStreamDestroy(stream); }
+};
+
+class RowOrder : public GpuTest {};
+
+// Columns per size class of the default table (fp32: 4 columns per 16 bytes), a cluster class
+// and a misaligned row stride (direct path): the last two must ignore the slot.
+struct shape {
+  int cols;
+  int64_t stride;
+};
+const shape shapes[] = {{100, 100}, {1000, 1000}, {2000, 2004}, {3000, 3000}, {8000, 8000},
+                        {16000, 16000}, {20000, 20000}, {1001, 1001}};
+
+TEST_F(RowOrder, BothOrdersComputeEveryRowOnce) {
+  std::mt19937_64 rng(test_seed());
+  stream_owner s;
+  const int slot = tkd::row_claim_slot(s.stream);
+  ASSERT_GE(slot, 0);
+  for (const shape& sh : shapes)
+    for (int64_t rows : {int64_t(1), int64_t(7), int64_t(300), int64_t(5000)}) {
+      if (int64_t(sh.cols) * rows > (int64_t(1) << 26)) continue;
+      for (int order_slot : {-1, slot}) {
+        problem pr(rows, sh.cols, sh.stride, rng);
+        launch(pr, s.stream, order_slot);
+        TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
+        pr.check("cols=" + std::to_string(sh.cols) + " rows=" + std::to_string(rows) +
+                 (order_slot < 0 ? " static" : " claimed"));
+        const tkd::row_claim_counter c = read_counter(slot);
+        EXPECT_EQ(c.next, 0u) << "counter not reset, cols=" << sh.cols << " rows=" << rows;
+        EXPECT_EQ(c.done, 0u) << "counter not reset, cols=" << sh.cols << " rows=" << rows;
+      }
+    }
+}
+
+TEST_F(RowOrder, BackToBackLaunchesShareTheStreamsCounter) {
+  std::mt19937_64 rng(test_seed());
+  stream_owner s;
+  const int slot = tkd::row_claim_slot(s.stream);
+  ASSERT_GE(slot, 0);
+  std::vector<problem> problems;
+  for (int i = 0; i < 24; ++i) problems.emplace_back(int64_t(500 + 97 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
+  for (const problem& pr : problems) launch(pr, s.stream, slot);  // no synchronization in between
+  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
+  for (size_t i = 0; i < problems.size(); ++i) problems[i].check("launch " + std::to_string(i));
+  EXPECT_EQ(read_counter(slot).next, 0u);
+}
+
+TEST_F(RowOrder, ConcurrentStreamsHaveTheirOwnSlots) {
+  std::mt19937_64 rng(test_seed());
+  std::vector<stream_owner> streams(4);
+  std::vector<int> slots;
+  for (const auto& s : streams) slots.push_back(tkd::row_claim_slot(s.stream));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    ASSERT_GE(slots[i], 0);
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(slots[i], slots[j]) << "two streams share a claim slot";
+    EXPECT_EQ(tkd::row_claim_slot(streams[i].stream), slots[i]) << "a stream's slot changed";
+  }
+  std::vector<problem> problems;
+  for (size_t i = 0; i < 3 * streams.size(); ++i) problems.emplace_back(int64_t(8000 + 331 * i), 1000, 1000, rng);
+  for (size_t i = 0; i < problems.size(); ++i) launch(problems[i], streams[i % streams.size()].stream, slots[i % streams.size()]);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  for (size_t i = 0; i < problems.size(); ++i) problems[i].check("stream " + std::to_string(i % streams.size()));
+  for (int slot : slots) EXPECT_EQ(read_counter(slot).next, 0u);
+}
+
+TEST_F(RowOrder, GraphCaptureKeepsTheStaticOrder) {
+  std::mt19937_64 rng(test_seed());
+  stream_owner s, other;
+  problem pr(int64_t(20000), 1000, 1000, rng);  // claimed in automatic order outside capture
+  const scale_params p = pr.params();
+  const tkd::row_launch plan = tkd::plan_rows<scale_op>(p);
+  ASSERT_TRUE(plan.claimable);
+  cudaGraph_t graph = nullptr;
+  TILEKIT_CHECK_CUDA(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  const int slot_in_capture = tkd::row_claim_slot(s.stream);
+  tkd::launch_rows<scale_op>(p, plan, s.stream);
+  TILEKIT_CHECK_CUDA(cudaStreamEndCapture(s.stream, &graph));
+  EXPECT_EQ(slot_in_capture, -1) << "a captured launch must not claim (the graph may run on any stream)";
+  cudaGraphExec_t exec = nullptr;
+  TILEKIT_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  TILEKIT_CHECK_CUDA(cudaGraphLaunch(exec, other.stream));
+  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(other.stream));
+  pr.check("graph replay");
+  TILEKIT_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  TILEKIT_CHECK_CUDA(cudaGraphDestroy(graph));
+}
+
+TEST_F(RowOrder, AutomaticOrderClaimsBigLaunchesOnly) {
+  stream_owner s;
+  std::mt19937_64 rng(test_seed());
+  problem big(int64_t(20000), 1000, 1000, rng), small(int64_t(16), 1000, 1000, rng);
+  const tkd::row_launch big_plan = tkd::plan_rows<scale_op>(big.params());
+  const tkd::row_launch small_plan = tkd::plan_rows<scale_op>(small.params());
+  ASSERT_TRUE(big_plan.claimable && small_plan.claimable);
+  if (tkd::row_order_setting() == tkd::row_order::automatic) {
+    EXPECT_GE(tkd::row_claim_slot(big_plan, s.stream), 0);
+    EXPECT_EQ(tkd::row_claim_slot(small_plan, s.stream), -1);
+  }
+  tkd::launch_rows<scale_op>(big.params(), big_plan, s.stream);
+  tkd::launch_rows<scale_op>(small.params(), small_plan, s.stream);
+  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
+  big.check("big");
+  small.check("small");
+}
+
+}  // namespace
