@@ -771,9 +771,12 @@ inline row_order row_order_setting() {
   }();
   return order;
 }
-// Automatic order: claims from this many items per worker on (below, the launch is short and
-// its CTAs have little time to drift apart, and the first claims' latency is not amortized).
-inline constexpr int64_t row_claim_min_items_per_worker = 4;
+// Automatic order: claims from this many items per worker on. Below, the launch is short (its
+// CTAs have little time to drift apart), and claiming is even harmful when items are few: each
+// CTA claims stages + 3 items as it starts, so the first CTAs to start could take all of them
+// while the last ones find none (e.g. 600 items on 132 CTAs: ~86 CTAs with 7 items instead of
+// 132 with 4-5).
+inline constexpr int64_t row_claim_min_items_per_worker = 16;
 
 // The claim slot of `stream` on the current device (row_claim_counters), or -1: under CUDA-graph
 // capture (a graph may be replayed on any stream, concurrently with launches on the captured

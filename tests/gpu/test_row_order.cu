@@ -169,18 +169,22 @@ TEST_F(RowOrder, BothOrdersComputeEveryRowOnce) {
     }
 }
 
-TEST_F(RowOrder, BackToBackLaunchesShareTheStreamsCounter) {
+// Several items per worker (stages refilled), launches back to back in one order.
+void back_to_back(bool claimed) {
   std::mt19937_64 rng(test_seed());
   stream_owner s;
   const int slot = tkd::row_claim_slot(s.stream);
   ASSERT_GE(slot, 0);
   std::vector<problem> problems;
-  for (int i = 0; i < 24; ++i) problems.emplace_back(int64_t(500 + 97 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
-  for (const problem& pr : problems) launch(pr, s.stream, slot);  // no synchronization in between
+  for (int i = 0; i < 12; ++i)
+    problems.emplace_back(int64_t(3000 + 797 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
+  for (const problem& pr : problems) launch(pr, s.stream, claimed ? slot : -1);  // no synchronization in between
   TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
   for (size_t i = 0; i < problems.size(); ++i) problems[i].check("launch " + std::to_string(i));
   EXPECT_EQ(read_counter(slot).next, 0u);
 }
+TEST_F(RowOrder, BackToBackLaunchesShareTheStreamsCounter) { back_to_back(true); }
+TEST_F(RowOrder, BackToBackLaunchesInStaticOrder) { back_to_back(false); }
 
 TEST_F(RowOrder, ConcurrentStreamsHaveTheirOwnSlots) {
   std::mt19937_64 rng(test_seed());
@@ -203,7 +207,7 @@ TEST_F(RowOrder, ConcurrentStreamsHaveTheirOwnSlots) {
 TEST_F(RowOrder, GraphCaptureKeepsTheStaticOrder) {
   std::mt19937_64 rng(test_seed());
   stream_owner s, other;
-  problem pr(int64_t(20000), 1000, 1000, rng);  // claimed in automatic order outside capture
+  problem pr(int64_t(40000), 1000, 1000, rng);  // claimed in automatic order outside capture
   const scale_params p = pr.params();
   const tkd::row_launch plan = tkd::plan_rows<scale_op>(p);
   ASSERT_TRUE(plan.claimable);
@@ -225,7 +229,9 @@ TEST_F(RowOrder, GraphCaptureKeepsTheStaticOrder) {
 TEST_F(RowOrder, AutomaticOrderClaimsBigLaunchesOnly) {
   stream_owner s;
   std::mt19937_64 rng(test_seed());
-  problem big(int64_t(20000), 1000, 1000, rng), small(int64_t(16), 1000, 1000, rng);
+  // 1000 fp32 columns: a warp per row, 16 rows per item; 40000 rows are ~19 items per worker
+  // on 132 SMs, 4000 rows ~2.
+  problem big(int64_t(40000), 1000, 1000, rng), small(int64_t(4000), 1000, 1000, rng);
   const tkd::row_launch big_plan = tkd::plan_rows<scale_op>(big.params());
   const tkd::row_launch small_plan = tkd::plan_rows<scale_op>(small.params());
   ASSERT_TRUE(big_plan.claimable && small_plan.claimable);
