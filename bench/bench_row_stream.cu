@@ -87,42 +87,16 @@ void BM_stream(benchmark::State& state) {
 }
 
 // Bulk copy through shared memory: per CTA a ring of `bulk_stages` items of `bulk_item_bytes`;
-// thread 0 waits for item k, stores it with one bulk store, waits until the store has read the
-// stage, and refills the stage with item k + bulk_stages.
+// thread 0 waits for its k-th item, stores it with one bulk store, waits until the store has read
+// the stage, and refills the stage with its (k + bulk_stages)-th item. Ordered = false: CTA b
+// copies items b, b + grid, b + 2 grid, ... (static grid stride); true: it claims its items IN
+// ORDER from a global counter (zeroed before each launch), each claim made one refill ahead so
+// that thread 0 never waits for the atomic's round trip.
 constexpr int bulk_stages = 6;
 constexpr uint32_t bulk_item_bytes = 32 * 1024;
-__global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y, int64_t items) {
-  extern __shared__ __align__(128) unsigned char stages[];
-  __shared__ tilekit::mbarrier full[bulk_stages];
-  if (threadIdx.x != 0) return;
-  for (int s = 0; s < bulk_stages; ++s) full[s].init(1);
-  tilekit::init_barriers_fence();
-  const auto src = [&](int64_t item) { return reinterpret_cast<const unsigned char*>(x) + item * bulk_item_bytes; };
-  auto load = [&](int s, int64_t item) {
-    full[s].arrive_expect_tx(bulk_item_bytes);
-    tilekit::tma::load_bytes_async(stages + s * bulk_item_bytes, src(item), bulk_item_bytes, full[s]);
-  };
-  int64_t k = 0;
-  for (int s = 0; s < bulk_stages; ++s)
-    if (blockIdx.x + s * int64_t(gridDim.x) < items) load(s, blockIdx.x + s * int64_t(gridDim.x));
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x, ++k) {
-    const int s = int(k % bulk_stages);
-    full[s].wait(uint32_t((k / bulk_stages) % 2));
-    tilekit::tma::store_bytes_async(reinterpret_cast<unsigned char*>(y) + item * bulk_item_bytes,
-                                    stages + s * bulk_item_bytes, bulk_item_bytes);
-    tilekit::tma::store_commit();
-    tilekit::tma::store_wait_read<0>();
-    const int64_t next = item + int64_t(bulk_stages) * gridDim.x;
-    if (next < items) load(s, next);
-  }
-  tilekit::tma::store_wait<0>();
-}
-
-// bulk_copy_kernel with its items claimed IN ORDER from a global counter (zeroed before each
-// launch) instead of the static grid stride. Each claim is made one refill ahead, so thread 0
-// never waits for the atomic's round trip.
-__global__ void __launch_bounds__(32, 1) ordered_bulk_copy_kernel(const bf16* x, bf16* y, int64_t items,
-                                                                  unsigned long long* counter) {
+template <bool Ordered>
+__global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y, int64_t items,
+                                                          unsigned long long* counter) {
   extern __shared__ __align__(128) unsigned char stages[];
   __shared__ tilekit::mbarrier full[bulk_stages];
   if (threadIdx.x != 0) return;
@@ -134,12 +108,13 @@ __global__ void __launch_bounds__(32, 1) ordered_bulk_copy_kernel(const bf16* x,
                                    reinterpret_cast<const unsigned char*>(x) + item * bulk_item_bytes,
                                    bulk_item_bytes, full[s]);
   };
-  int64_t item_of[bulk_stages];
+  auto claim = [&] { return int64_t(atomicAdd(counter, 1ull)); };
+  int64_t item_of[bulk_stages];  // the item each stage holds
   for (int s = 0; s < bulk_stages; ++s) {
-    item_of[s] = int64_t(atomicAdd(counter, 1ull));
+    item_of[s] = Ordered ? claim() : blockIdx.x + s * int64_t(gridDim.x);
     if (item_of[s] < items) load(s, item_of[s]);
   }
-  int64_t pending = int64_t(atomicAdd(counter, 1ull));
+  int64_t pending = Ordered ? claim() : 0;
   for (int64_t k = 0;; ++k) {
     const int s = int(k % bulk_stages);
     const int64_t item = item_of[s];
@@ -149,8 +124,12 @@ __global__ void __launch_bounds__(32, 1) ordered_bulk_copy_kernel(const bf16* x,
                                     stages + s * bulk_item_bytes, bulk_item_bytes);
     tilekit::tma::store_commit();
     tilekit::tma::store_wait_read<0>();
-    item_of[s] = pending;
-    pending = int64_t(atomicAdd(counter, 1ull));
+    if constexpr (Ordered) {
+      item_of[s] = pending;
+      pending = claim();
+    } else {
+      item_of[s] = item + int64_t(bulk_stages) * gridDim.x;
+    }
     if (item_of[s] < items) load(s, item_of[s]);
   }
   tilekit::tma::store_wait<0>();
@@ -208,8 +187,8 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
 }
 
 // Kind 0: bulk copies; 1: grid-stride vectors, streaming; 2: the same, default caching;
-// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel; 5:
-// ordered_bulk_copy_kernel (4 and 5: the counter reset is a 8-byte memset inside the timed
+// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel; 5: bulk copies
+// claimed in order (4 and 5: the counter reset is a 8-byte memset inside the timed
 // region, ~1% of a run).
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
@@ -220,22 +199,21 @@ void BM_reference_copy(benchmark::State& state) {
   int sms = 0;
   TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
-  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-  TILEKIT_CHECK_CUDA(
-      cudaFuncSetAttribute(ordered_bulk_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  for (auto kernel : {bulk_copy_kernel<false>, bulk_copy_kernel<true>})
+    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
   const auto* x4 = reinterpret_cast<const uint4*>(x.data());
   auto* y4 = reinterpret_cast<uint4*>(y.data());
   const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
   tb::device_array<unsigned long long> counter(1);
   tb::time_on_stream(state, stream, [&] {
-    if constexpr (Kind == 0) bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items);
+    if constexpr (Kind == 0) bulk_copy_kernel<false><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, nullptr);
     else if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 5) {
       TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
-      ordered_bulk_copy_kernel<<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data());
+      bulk_copy_kernel<true><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data());
     } else {
       TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
       ordered_copy_kernel<<<sms * 4, 512, 0, stream>>>(x4, y4, vectors, counter.data());
