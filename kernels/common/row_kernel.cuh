@@ -60,6 +60,24 @@
 // softmax forward at 1K-32K gained 2-6% (0.87-0.89 -> 0.90-0.93x copy) and the softmax and
 // cross-entropy backward 2-5%.
 //
+// Stage release. With several row groups per CTA, the last warp out of a stage refills it
+// (see the loop). Its bulk copies must come after every thread's reads of the stage. By
+// default each warp fences its reads (__syncwarp, then fence.cta in lane 0) before counting
+// itself out with a shared atomic, and the last warp fences again after its count: correct
+// under the PTX memory model, and the fastest order measured, but compute-sanitizer's
+// racecheck does not follow fences and atomics and reports each refill as a race (TMA write vs
+// the previous lap's ld.shared). Built with TILEKIT_CHECKABLE_RELEASE=1 (CMake option of the
+// same name), every thread arrives on the stage's empty mbarrier instead and the last warp
+// waits on it: the order racecheck follows (0 hazards, H200, 2026-11-30: tests RowOrder,
+// softmax forward claimed at every width), which is also correct but measured 2-8% slower in
+// the cross-entropy forward at 1K-16K (same-run A/B) and ~15% in the LayerNorm backward at 1K
+// (against the previous table; it also doubles that kernel's spills), unchanged elsewhere
+// (the cause in detail is not established). Two cheaper checkable candidates did not
+// satisfy racecheck: lane 0 arriving for its warp after __syncwarp, and bar.arrive / bar.sync
+// on a named barrier per stage (it still reported the refills, and also hazards in the
+// named-barrier group reductions); the named barrier was no faster either. So: the fenced count
+// in production, the mbarrier build to check the rest of the kernel's shared-memory protocol.
+//
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
 // matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
 // the same ops run on a direct path (Staged = false): one CTA per item copies the item's rows
@@ -129,6 +147,12 @@ struct row_config {
 };
 
 inline constexpr int row_cta_threads = 512;
+
+// Stage release of staged launches with several row groups per CTA (see "Stage release").
+#ifndef TILEKIT_CHECKABLE_RELEASE
+#define TILEKIT_CHECKABLE_RELEASE 0
+#endif
+inline constexpr bool row_checkable_release = TILEKIT_CHECKABLE_RELEASE != 0;
 inline constexpr int64_t row_max_cols = 262144;
 inline constexpr int max_row_configs = 10;
 
@@ -435,12 +459,14 @@ static __device__ row_claim_counter row_claim_counters[row_claim_slots];
 // The items of one worker, by use (the worker's u-th item, u = 0, 1, ...): static
 // (worker + u * workers) or claimed. Claimed: thread 0 writes the item of use u + Stages + 2 into
 // `table` when it starts use u (`visit`, right after the stage of use u is full), from an atomic
-// issued one use earlier (`pending`; issuing it two uses earlier measured the same). Readers: every thread reads item(u + 1) during use u (the per-row scalars are fetched
-// an item ahead, and the loop moves on to it), and the thread that refills a stage after use v
-// reads item(v + Stages). Both come after thread 0 left use u - Stages - 1
-// (resp. v): the stage of use u - 1 was refilled only after every warp, thread 0 included, left
-// use u - 1 - Stages; thread 0's writes precede its leaving (the CTA barrier, or the fence before
-// its count), and the refill's barrier completion orders them before the readers. Table slots:
+// issued one use earlier (`pending`; issuing it two uses earlier measured the same). Readers:
+// every thread reads item(u + 1) during use u (the per-row scalars are fetched an item ahead,
+// and the loop moves on to it), and the thread that refills a stage after use v reads
+// item(v + Stages). Both come after thread 0 left use u - Stages - 1 (resp. v): the stage of
+// use u - 1 was refilled only after every thread, thread 0 included, left use u - 1 - Stages;
+// thread 0's writes precede its leaving (the CTA barrier, its fenced count, or its release of
+// the stage's empty mbarrier), and the refill's full-barrier completion orders them before the
+// readers. Table slots:
 // when thread 0 writes entry x + Stages + 2 (visit x), every warp has left use x - Stages, so the
 // oldest entry still to be read is x - Stages + 1: 2 Stages + 2 entries in use at most.
 // Claimed = false: the static order (worker + u * workers), nothing else compiled in.
@@ -527,7 +553,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 #pragma unroll
   for (int i = 0; i < K; ++i) sources[i] = Op::source(p, i);
 
-  // Warps that have finished with each stage in the current lap (see the release below).
+  // Warps that have left each stage, over all laps (see the release below).
   __shared__ unsigned stage_leavers[stream_t::stages];
   // The worker's items, by use (see "Item order").
   using order_t = row_item_order<stream_t::stages, Claimed>;
@@ -535,7 +561,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
     if constexpr (S::cluster_ctas > 1) storage.init();
-    if constexpr (Staged) stream.init();
+    if constexpr (Staged) stream.init(row_cta_threads);  // empty[]: every thread (checkable release)
     for (int s = 0; s < stream_t::stages; ++s) stage_leavers[s] = 0;
     order.start();
   }
@@ -609,18 +635,20 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       // Several row groups per CTA: release without a CTA barrier. Each warp counts itself out
       // of the stage, and the LAST warp out refills it; warps that finish early go on to the
       // next stage instead of waiting for the slowest group (they can run at most one lap
-      // ahead: a stage is refilled only when every warp left it). Ordering: a warp's reads of
-      // the stage precede its count (fence), and the last warp issues the bulk copies after
-      // observing every count (the read-then-overwrite order an empty mbarrier would give).
+      // ahead: a stage is refilled only when every warp left it). The count never resets (a
+      // lap adds 16, and no warp counts itself into the next lap before the refill).
       // Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm forward
-      // +5% at 4K-8K; with one group per CTA (rows of 16K and more, whose warps meet in every
-      // reduction anyway) it was 2-6% slower than the barrier below, so those keep it.
+      // +5% at 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and more, whose
+      // warps meet in every reduction anyway) it was 2-6% slower than the barrier below, so
+      // those keep it. See "Stage release" above for the two orderings.
+      constexpr unsigned warps = row_cta_threads / warp_threads;
+      if constexpr (row_checkable_release) stream.release(ring);
       __syncwarp();
       if (laneid() == 0) {
-        __threadfence_block();
-        if (atomicAdd(&stage_leavers[ring.index], 1u) == unsigned(row_cta_threads / warp_threads - 1)) {
-          stage_leavers[ring.index] = 0;  // visible to the next lap's warps through full[]'s phase
-          __threadfence_block();
+        if constexpr (!row_checkable_release) __threadfence_block();
+        if (atomicAdd(&stage_leavers[ring.index], 1u) % warps == warps - 1) {
+          if constexpr (row_checkable_release) stream.wait_released(ring);
+          else __threadfence_block();
           const int64_t refill = order.after(item, use, stream_t::stages);
           if (refill < items) stream.issue(ring.index, sources, refill * S::rows_per_item, rows, at.col0, chunk);
         }

@@ -19,21 +19,26 @@
 // Protocol (one ring per CTA, every thread runs the same loop; see row_kernel in
 // kernels/common for the loop that uses it):
 //
-//   init():      thread 0; then init_barriers_fence() + __syncthreads()/cluster::sync()
+//   init(consumers): thread 0; then init_barriers_fence() + __syncthreads()/cluster::sync()
 //   issue(s, item, ...): thread 0 arms full[s] with the item's byte count and issues one bulk
 //                copy per (input, row) that exists (rows past the matrix end and empty column
 //                chunks are not copied: their bytes are not expected either)
 //   wait(ring):  all threads; full[ring.index] for lap ring.phase (stage_ring keeps parities)
 //   ... compute on data(ring.index, ...) ...
 //   release:     once every consumer is done reading the stage, ONE thread re-issues it for
-//                the item Stages ahead (the row kernel counts warps out with a shared atomic
-//                and lets the last one refill; a CTA barrier followed by thread 0 also works).
+//                the item Stages ahead: after a CTA barrier; after a fenced count (each warp
+//                fences its reads and counts itself out with a shared atomic, the last one
+//                refills: what the row kernel does with several row groups per CTA); or after
+//                the stage's empty mbarrier: every consumer thread release()s, the refilling
+//                thread wait_released() (init(consumers) sets how many arrivals close a lap).
 //
 // Proxies: the stage is written by the async proxy (bulk copy) and read by ordinary loads
 // after the mbarrier wait, which is what makes the bytes visible (HOPPER_NOTES 3.6). The refill
-// must be issued after every consumer's last ordinary read of the stage, ordered by a barrier
-// or a fenced count: the same read-then-overwrite ordering as a consumer's empty-barrier release
-// in a TMA pipeline.
+// must be issued after every consumer's last ordinary read of the stage: the same
+// read-then-overwrite ordering as a consumer's empty-barrier release in a TMA pipeline.
+// compute-sanitizer's racecheck follows CTA barriers and mbarriers, but not a fence plus an
+// atomic count (it reports such refills as races; see kernels/common/row_kernel.cuh for what
+// that means for the row kernel).
 //
 // Alignment: bulk copies need 16-byte aligned global addresses and byte counts. A matrix can be
 // streamed only when its base address, its row stride in bytes and the chunk bytes of every
@@ -77,23 +82,30 @@ struct row_stream {
   static constexpr int stages = Stages;
   static constexpr size_t row_bytes = size_t(Cols) * sizeof(T);
   static constexpr size_t stage_bytes = row_bytes * Rows * Inputs;
-  // Dynamic shared memory of the stream: the stages, then one mbarrier per stage, rounded up to
-  // 128 bytes so that whatever a kernel places after the stream stays 16-byte (vector) aligned.
-  static constexpr size_t shared_bytes = (stage_bytes * Stages + sizeof(mbarrier) * Stages + 127) / 128 * 128;
+  // Dynamic shared memory of the stream: the stages, then the full and empty mbarriers of each
+  // stage, rounded up to 128 bytes so that whatever a kernel places after the stream stays
+  // 16-byte (vector) aligned.
+  static constexpr size_t shared_bytes = (stage_bytes * Stages + 2 * sizeof(mbarrier) * Stages + 127) / 128 * 128;
 
 #if defined(__CUDACC__)
   T* data_;           // Stages x Inputs x Rows x Cols
-  mbarrier* full_;    // Stages
+  mbarrier* full_;    // Stages: the stage holds this lap's item (the bulk copies complete it)
+  mbarrier* empty_;   // Stages: every consumer released this lap's item (release() only)
 
   // `memory`: shared_bytes of 16-byte aligned dynamic shared memory.
   TILEKIT_DEVICE TILEKIT_INLINE explicit row_stream(void* memory)
       : data_(static_cast<T*>(memory)),
-        full_(reinterpret_cast<mbarrier*>(static_cast<unsigned char*>(memory) + stage_bytes * Stages)) {}
+        full_(reinterpret_cast<mbarrier*>(static_cast<unsigned char*>(memory) + stage_bytes * Stages)),
+        empty_(full_ + Stages) {}
 
-  // Thread 0, once; then init_barriers_fence() and a CTA / cluster barrier.
-  TILEKIT_DEVICE TILEKIT_INLINE void init() {
+  // Thread 0, once; then init_barriers_fence() and a CTA / cluster barrier. `consumers`: the
+  // release() calls that close a lap of a stage (unused if the kernel releases otherwise).
+  TILEKIT_DEVICE TILEKIT_INLINE void init(uint32_t consumers) {
 #pragma unroll
-    for (int s = 0; s < Stages; ++s) full_[s].init(1);
+    for (int s = 0; s < Stages; ++s) {
+      full_[s].init(1);
+      empty_[s].init(consumers);
+    }
   }
 
   TILEKIT_DEVICE TILEKIT_INLINE T* data(int stage, int input, int row) const {
@@ -125,6 +137,13 @@ struct row_stream {
 
   // All threads: wait until the stage the ring points at holds its data.
   TILEKIT_DEVICE TILEKIT_INLINE void wait(const stage_ring<Stages>& ring) const { full_[ring.index].wait(ring.phase); }
+  // Each consumer thread, after its last read of the stage the ring points at (this lap).
+  TILEKIT_DEVICE TILEKIT_INLINE void release(const stage_ring<Stages>& ring) const { empty_[ring.index].arrive(); }
+  // The refilling thread: wait until every consumer released the stage the ring points at
+  // (this lap); then issue() may overwrite it.
+  TILEKIT_DEVICE TILEKIT_INLINE void wait_released(const stage_ring<Stages>& ring) const {
+    empty_[ring.index].wait(ring.phase);
+  }
 #endif
 };
 
