@@ -72,10 +72,11 @@
 // softmax forward claimed at every width), which is also correct but measured 2-8% slower in
 // the cross-entropy forward at 1K-16K (same-run A/B) and ~15% in the LayerNorm backward at 1K
 // (against the previous table; it also doubles that kernel's spills), unchanged elsewhere
-// (the cause in detail is not established). Two cheaper checkable candidates did not
-// satisfy racecheck: lane 0 arriving for its warp after __syncwarp, and bar.arrive / bar.sync
-// on a named barrier per stage (it still reported the refills, and also hazards in the
-// named-barrier group reductions); the named barrier was no faster either. So: the fenced count
+// (the cause in detail is not established). Two cheaper candidates did not satisfy
+// racecheck: lane 0 arriving for its warp after __syncwarp, and bar.arrive / bar.sync on a
+// named barrier per stage (it still reported the refills, and also hazards in the
+// named-barrier group reductions); the named barrier was still 4-9% slower than the fenced
+// count at 1K, 4K and 16K. So: the fenced count
 // in production, the mbarrier build to check the rest of the kernel's shared-memory protocol.
 //
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
