@@ -76,8 +76,8 @@
 // racecheck: lane 0 arriving for its warp after __syncwarp, and bar.arrive / bar.sync on a
 // named barrier per stage (it still reported the refills, and also hazards in the
 // named-barrier group reductions); the named barrier was still 4-9% slower than the fenced
-// count at 1K, 4K and 16K. So: the fenced count
-// in production, the mbarrier build to check the rest of the kernel's shared-memory protocol.
+// count at 1K, 4K and 16K. So: the fenced count in production, the mbarrier build to check the
+// rest of the kernel's shared-memory protocol.
 //
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
 // matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
