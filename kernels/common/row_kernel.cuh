@@ -365,6 +365,22 @@ struct row_schedule {
                                                                   first_free_barrier_id + at.group);
   }
 
+  // For a cluster: reduce over THIS CTA's threads only (its slice of the row), then fold the
+  // CTAs' partials with the caller's `fold(partials, ctas)` (cluster_reduce_fold), so that an
+  // op can exchange per-CTA statistics that are not a plain sum (the LayerNorm's (shift,
+  // deviation sums, count) per slice). reduce_cta uses the scratch that cluster_reduce_post
+  // uses, with a closing barrier, so the two can follow each other in any order.
+  template <bool WarpUniform, class Storage, class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE static V reduce_cta(V value, ReduceOp op, Storage& storage) {
+    static_assert(cluster_ctas > 1, "reduce_cta: only clusters split a row over CTAs");
+    return block_reduce<cta_threads, WarpUniform>(value, op, storage.block.values);
+  }
+  template <bool WarpUniform, class Storage, class V, class ReduceOp, class Fold>
+  TILEKIT_DEVICE TILEKIT_INLINE static auto reduce_fold(V value, ReduceOp op, Storage& storage, Fold fold) {
+    static_assert(cluster_ctas > 1, "reduce_fold: only clusters split a row over CTAs");
+    return cluster_reduce_fold<cta_threads, WarpUniform>(value, op, storage, fold);
+  }
+
   // A reduction in two halves (deferred rows): post() starts it, wait() gives the result. Only
   // a cluster's reduction really stays in flight in between (cluster_reduce_post / _wait); the
   // others complete in post() and wait() hands back the value.
@@ -404,6 +420,7 @@ inline constexpr bool row_claimable = Op::claim_items && S::cluster_ctas == 1 &&
 // reduce_value when that is another type (e.g. LayerNorm backward's float2 of two sums).
 template <class S, class Value>
 struct row_reduce_storage {
+  using value_type = Value;
   typename S::template reduce_storage<float> floats;
   std::conditional_t<std::is_same_v<Value, float>, typename S::empty_storage,
                      typename S::template reduce_storage<Value>>
@@ -417,15 +434,30 @@ struct row_reduce_storage {
 // What a row op sees besides its row: the reduction over its group (of floats or of the op's
 // reduce_value), from one value per thread (reduce) or per warp (reduce_warps: every lane holds
 // its warp's result already, e.g. after a warp_reduce the op needed anyway, so the ladder
-// starts at the warp partials).
+// starts at the warp partials). Rows split over a cluster (`cluster`) may also reduce over
+// their CTA's slice only (reduce_cta) and combine the slices' partials themselves
+// (reduce_fold; see row_schedule::reduce_fold).
 template <class S, class Storage>
 struct row_context {
   Storage& storage;
   const row_place& at;
   mutable uint32_t calls = 0;  // this thread's reductions so far (see row_schedule::reduce)
+  static constexpr bool cluster = S::cluster_ctas > 1;
+  // Whether reductions of V have scratch here (floats, and the op's reduce_value).
+  template <class V>
+  static constexpr bool reduces = std::is_same_v<V, float> || std::is_same_v<V, typename Storage::value_type>;
+
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce(V value, ReduceOp op) const {
     return reduce_from<false>(value, op);
+  }
+  template <class V, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE V reduce_cta(V value, ReduceOp op) const {
+    return S::template reduce_cta<false>(value, op, storage_of<V>());
+  }
+  template <class V, class ReduceOp, class Fold>
+  TILEKIT_DEVICE TILEKIT_INLINE auto reduce_fold(V value, ReduceOp op, Fold fold) const {
+    return S::template reduce_fold<false>(value, op, storage_of<V>(), fold);
   }
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_warps(V value, ReduceOp op) const {

@@ -138,16 +138,86 @@ struct sum2_op {
   TILEKIT_HOST_DEVICE static constexpr float2 identity() { return float2{0.0f, 0.0f}; }
 };
 
+// LayerNorm statistics of a row split over a cluster, in ONE cluster exchange (two would each
+// wait for the slowest CTA of the cluster; measured on the H200, those waits, not bytes or
+// math, are what wide rows lose). Each CTA makes both passes over its own slice: its mean m_c
+// (a CTA reduction), then the sums of d = x - m_c and d^2 (s_c, q_c; s_c is not 0 but the
+// rounding error of m_c, which the fold below corrects: the corrected two-pass algorithm), and
+// sends the partial (m_c, s_c, q_c, n_c). The fold takes K = m_0 (rank 0's mean) as the shift,
+// e_c = m_c - K, and sums exactly what the whole row's sums around K are:
+//   S = sum_c (n_c e_c + s_c)                      = sum(x - K)
+//   Q = sum_c (q_c + e_c (2 s_c + n_c e_c))        = sum((x - K)^2)
+//   mean = K + S / n,   M2 = Q - S^2 / n
+// No term is large: e_c and s_c are deviations, and K is within sqrt(n / n_0) standard
+// deviations of the mean (Cauchy-Schwarz on slice 0), so Q <= (1 + n / n_0) M2 (<= 17 M2 for 16
+// CTAs; ~M2 for rows of one distribution) and the subtraction loses at most ~4 bits, against
+// the ~1e-7 relative error of Q. Every thread folds the same partials in rank order: the same
+// bits in every CTA.
+struct layer_partial_op {  // CTA reduction of (m_c, s, q, n_c): m_c and n_c are CTA-uniform
+  TILEKIT_DEVICE TILEKIT_INLINE float4 operator()(float4 a, float4 b) const {
+    return make_float4(a.x, a.y + b.y, a.z + b.z, a.w);
+  }
+};
+struct layer_fold {
+  float inv_cols;
+  float* mean;
+  TILEKIT_DEVICE TILEKIT_INLINE float operator()(const float4* partials, uint32_t ctas) const {  // returns M2 / n
+    const float shift = partials[0].x;
+    float sum = 0.0f, sum_sq = 0.0f;
+    for (uint32_t c = 0; c < ctas; ++c) {
+      const float4 part = partials[c];
+      const float e = part.x - shift;
+      sum += fmaf(part.w, e, part.y);
+      sum_sq += part.z + e * fmaf(part.w, e, 2.0f * part.y);
+    }
+    const float d = sum * inv_cols;
+    *mean = shift + d;
+    return fmaxf(fmaf(-d, sum, sum_sq), 0.0f) * inv_cols;
+  }
+};
+
 // Mean and rstd of a row, from this thread's values delivered one 16-byte group at a time by
 // `group(k, x)` (x[0 .. group_elements) = registers k * group_elements .. of Layout; columns
 // >= cols_here hold 0), so a caller can read them from registers or, to keep registers free,
 // straight from the staged row. LayerNorm: two passes, mean first, then the mean of squared
-// deviations (no E[x^2] - E[x]^2 cancellation). RMSNorm: mean = 0.
+// deviations (no E[x^2] - E[x]^2 cancellation); rows split over a cluster make both passes per
+// CTA and combine the slices in one exchange (layer_fold above) when the op's reductions take
+// float4 (the forward's), else in two. RMSNorm: mean = 0.
 template <norm_kind Kind, class Layout, class Ctx, class Group>
 TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int cols_here, int thread, float eps,
                                                   const Ctx& ctx, float& mean, float& rstd) {
   constexpr int V = Layout::group_elements;
   const float inv_cols = 1.0f / float(cols);
+  // Sum of squared deviations from `center` over this thread's columns.
+  auto squared_deviations = [&](float center) {
+    float sum_d = 0.0f, sum_sq = 0.0f;
+    if (Layout::full(thread, cols_here)) {  // no padding in this thread: no column tests
+#pragma unroll
+      for (int k = 0; k < Layout::groups; ++k) {
+        float x[V];
+        group(k, x);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float d = x[i] - center;
+          sum_d += d;
+          sum_sq = fmaf(d, d, sum_sq);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < Layout::groups; ++k) {
+        float x[V];
+        group(k, x);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float d = Layout::column(thread, k * V + i) < cols_here ? x[i] - center : 0.0f;
+          sum_d += d;
+          sum_sq = fmaf(d, d, sum_sq);
+        }
+      }
+    }
+    return make_float2(sum_d, sum_sq);
+  };
   if constexpr (Kind == norm_kind::rms) {
     float sum_sq = 0.0f;
 #pragma unroll
@@ -168,29 +238,18 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
 #pragma unroll
       for (int i = 0; i < V; ++i) sum += x[i];
     }
-    mean = ctx.reduce(sum, sum_op{}) * inv_cols;
-    float sum_sq = 0.0f;
-    if (Layout::full(thread, cols_here)) {  // no padding in this thread: no column tests
-#pragma unroll
-      for (int k = 0; k < Layout::groups; ++k) {
-        float x[V];
-        group(k, x);
-#pragma unroll
-        for (int i = 0; i < V; ++i) sum_sq = fmaf(x[i] - mean, x[i] - mean, sum_sq);
-      }
+    if constexpr (Ctx::cluster && Ctx::template reduces<float4>) {
+      const int n = max(min(cols_here, Layout::columns), 0);  // columns of this CTA's slice
+      const float slice_sum = ctx.reduce_cta(sum, sum_op{});
+      const float slice_mean = n > 0 ? slice_sum / float(n) : 0.0f;
+      const float2 dev = squared_deviations(slice_mean);
+      const float var = ctx.reduce_fold(make_float4(slice_mean, dev.x, dev.y, float(n)), layer_partial_op{},
+                                        layer_fold{inv_cols, &mean});
+      rstd = rsqrtf(var + eps);
     } else {
-#pragma unroll
-      for (int k = 0; k < Layout::groups; ++k) {
-        float x[V];
-        group(k, x);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float d = Layout::column(thread, k * V + i) < cols_here ? x[i] - mean : 0.0f;
-          sum_sq = fmaf(d, d, sum_sq);
-        }
-      }
+      mean = ctx.reduce(sum, sum_op{}) * inv_cols;
+      rstd = rsqrtf(ctx.reduce(squared_deviations(mean).y, sum_op{}) * inv_cols + eps);
     }
-    rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
   }
 }
 // The same from registers holding the whole row.
@@ -262,7 +321,8 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {
   using element = T;
-  using reduce_value = float;
+  // LayerNorm: float4 partials of the rows split over clusters (row_statistics).
+  using reduce_value = std::conditional_t<Kind == norm_kind::layer, float4, float>;
   using params = forward_params;
   // x is streamed, and so is the residual, except for 4-byte elements, whose two 64 KiB row
   // chunks would not fit next to the LayerNorm's weight and bias: then the residual is read

@@ -81,16 +81,37 @@ void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r,
   rstd = 1.0 / std::sqrt(sq / s.cols + eps);
 }
 
+// Rows far from 0 and uneven along the row, for the LayerNorm statistics: row r is
+// offset_r + 4 (c / cols - 1/2) + U(-1, 1), offset_r alternating 1000 and -300 (fp32 inputs).
+// A single-pass E[x^2] - E[x]^2 would lose ~20 of fp32's 24 bits here; the ramp makes the
+// slices of a row that a cluster splits have different means (their spread is 4/5 of the
+// variance), so a fold of per-slice statistics that dropped or misweighted the between-slice
+// term would be far off.
+std::vector<float> offset_rows(const shape& s, std::mt19937_64& rng) {
+  const int64_t stride = s.cols + s.pad;
+  std::vector<float> x(size_t(s.rows * stride), 0.0f);
+  std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = 0; c < stride; ++c)
+      x[r * stride + c] = (r % 2 ? -300.0f : 1000.0f) + 4.0f * (float(c) / float(s.cols) - 0.5f) + noise(rng);
+  return x;
+}
+
 template <class T, class W>
-void run_forward(kind k, shape s, bool with_residual, bool with_bias) {
+void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_rows = false) {
   SCOPED_TRACE(::testing::Message() << (k == kind::rms ? "rms" : "layer") << " " << dtype_traits<T>::name << "/"
                                   << dtype_traits<W>::name << " rows " << s.rows << " cols " << s.cols << " pad "
-                                  << s.pad << (with_residual ? " residual" : "") << (with_bias ? " bias" : ""));
+                                  << s.pad << (with_residual ? " residual" : "") << (with_bias ? " bias" : "")
+                                  << (far_rows ? " offset rows" : ""));
   std::mt19937_64 rng(test_seed() + s.rows * 131 + s.cols);
   const int64_t stride = s.cols + s.pad;
   const size_t count = size_t(s.rows * stride);
   // Offset input rows so the row means are not ~0 (the two-pass variance must matter).
-  const auto x_host = random_vector<T>(count, rng, -1.f, 3.f);
+  std::vector<T> x_host;
+  if constexpr (std::is_same_v<T, float>)
+    x_host = far_rows ? offset_rows(s, rng) : random_vector<T>(count, rng, -1.f, 3.f);
+  else
+    x_host = random_vector<T>(count, rng, -1.f, 3.f);
   const auto res_host = random_vector<T>(count, rng);
   const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
   const auto b_host = random_vector<W>(s.cols, rng);
@@ -140,7 +161,10 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias) {
   if (k == kind::layer) {
     // Compare mean - ref relative to the row scale (means can be close to 0).
     const auto mean_out = mean.download();
-    for (int64_t r = 0; r < s.rows; ++r) EXPECT_NEAR(mean_out[r], mean_ref[r], 1e-5 * (1 + std::abs(mean_ref[r])));
+    // Offset rows: within 16 fp32 ulps of the row's offset.
+    const double mean_tolerance = far_rows ? 1e-6 : 1e-5;
+    for (int64_t r = 0; r < s.rows; ++r)
+      EXPECT_NEAR(mean_out[r], mean_ref[r], mean_tolerance * (1 + std::abs(mean_ref[r])));
   }
   if (with_residual) {
     const auto h_out = h.download();
@@ -276,6 +300,13 @@ TEST_F(Norms, LayerForwardBf16Fp32WeightResidualNoBias) {
 }
 TEST_F(Norms, LayerForwardFp32) {
   for (const shape& s : forward_shapes) run_forward<float, float>(kind::layer, s, false, true);
+}
+// Statistics of rows far from 0, uneven along the row (offset_rows), at every width: the
+// clusters' one-exchange fold of per-slice statistics must be as exact as one two-pass over the
+// row. y is compared at the fp32 tolerance: the mean itself carries ~ulp(1000) / 2, i.e.
+// ~2e-5 of y.
+TEST_F(Norms, LayerForwardFp32OffsetRows) {
+  for (const shape& s : forward_shapes) run_forward<float, float>(kind::layer, s, false, true, true);
 }
 TEST_F(Norms, LayerForwardFp16) {
   for (const shape& s : {shape{5, 7, 3}, shape{16, 1000, 8}, shape{4, 4097, 5}, shape{2, 65543, 1}})

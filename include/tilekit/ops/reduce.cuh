@@ -432,15 +432,27 @@ TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, clust
   return round;
 }
 
+// Second half, with the caller's own combine: wait for every CTA's partial of call `round` and
+// return fold(partials, cluster::size()), partials[r] being rank r's (in this CTA's shared
+// memory). Every thread of every CTA sees the same partials in the same order, so a fold that
+// depends on nothing else gives bitwise the same result everywhere. For combines that are not
+// a plain op over the partials, e.g. the LayerNorm statistics, whose partials are (shift,
+// deviation sums, count) of each CTA's slice and fold into the row's mean and M2.
+template <int Threads, class T, int B, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_wait_fold(uint32_t round, cluster_reduce_scratch<Threads, T, B>& scratch,
+                                                            Fold fold) {
+  scratch.arrived[round % B].wait((round / B) % 2);
+  return fold(static_cast<const T*>(scratch.slots[round % B]), cluster::size());
+}
+
 // Second half: wait for every CTA's partial of call `round` and combine them in rank order.
 template <int Threads, class Op, class T, int B>
 TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
-  const T* slots = scratch.slots[round % B];
-  scratch.arrived[round % B].wait((round / B) % 2);
-  T result = slots[0];
-  const uint32_t ctas = cluster::size();
-  for (uint32_t r = 1; r < ctas; ++r) result = op(result, slots[r]);
-  return result;
+  return cluster_reduce_wait_fold(round, scratch, [&](const T* slots, uint32_t ctas) {
+    T result = slots[0];
+    for (uint32_t r = 1; r < ctas; ++r) result = op(result, slots[r]);
+    return result;
+  });
 }
 
 // Reduce one value per thread over every thread of every CTA in the cluster; all of them get
@@ -449,6 +461,14 @@ TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, clust
 template <int Threads, bool WarpUniform = false, class Op, class T, int B>
 TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
   return cluster_reduce_wait<Threads>(cluster_reduce_post<Threads, WarpUniform>(value, op, scratch), op, scratch);
+}
+
+// cluster_reduce with the caller's combine of the CTA partials (see cluster_reduce_wait_fold):
+// `op` reduces over each CTA, `fold` over the cluster.
+template <int Threads, bool WarpUniform = false, class Op, class T, int B, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch,
+                                                       Fold fold) {
+  return cluster_reduce_wait_fold(cluster_reduce_post<Threads, WarpUniform>(value, op, scratch), scratch, fold);
 }
 
 #endif  // __CUDACC__
