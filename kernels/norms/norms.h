@@ -10,6 +10,12 @@
 // `weight_dtype`, which is x_dtype or fp32. Statistics (rstd, mean) are fp32 [rows] vectors.
 // Arithmetic is fp32. Any cols from 1 to max_norm_cols, any rows >= 1.
 //
+// LayerNorm statistics are two-pass (the mean, then the mean of squared deviations from it), never
+// E[x^2] - E[x]^2. A row wider than one CTA handles (more than 16K columns at 32 per thread) is
+// split over a cluster: each CTA makes both passes over its slice, and the slices' moments are
+// combined exactly around one slice's mean, with the correction term of the corrected two-pass
+// algorithm (norm_kernels.cuh, layer_fold), in one exchange between the CTAs.
+//
 // Fused residual add (forward): when `residual` is given, h = x + residual is rounded to
 // x_dtype, written to `residual_out`, and h (the rounded value, exactly what a separate add
 // would produce) is normalized. The backward then takes h as its `x`. Because h = x + residual,
