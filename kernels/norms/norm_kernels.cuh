@@ -188,35 +188,26 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
                                                   const Ctx& ctx, float& mean, float& rstd) {
   constexpr int V = Layout::group_elements;
   const float inv_cols = 1.0f / float(cols);
-  // Sum of squared deviations from `center` over this thread's columns.
-  auto squared_deviations = [&](float center) {
+  // Sums of the deviations from `center` and of their squares over this thread's columns;
+  // Full: no padding in this thread, so no column tests.
+  auto deviations = [&]<bool Full>(float center) {
     float sum_d = 0.0f, sum_sq = 0.0f;
-    if (Layout::full(thread, cols_here)) {  // no padding in this thread: no column tests
 #pragma unroll
-      for (int k = 0; k < Layout::groups; ++k) {
-        float x[V];
-        group(k, x);
+    for (int k = 0; k < Layout::groups; ++k) {
+      float x[V];
+      group(k, x);
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float d = x[i] - center;
-          sum_d += d;
-          sum_sq = fmaf(d, d, sum_sq);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < Layout::groups; ++k) {
-        float x[V];
-        group(k, x);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float d = Layout::column(thread, k * V + i) < cols_here ? x[i] - center : 0.0f;
-          sum_d += d;
-          sum_sq = fmaf(d, d, sum_sq);
-        }
+      for (int i = 0; i < V; ++i) {
+        const float d = Full || Layout::column(thread, k * V + i) < cols_here ? x[i] - center : 0.0f;
+        sum_d += d;
+        sum_sq = fmaf(d, d, sum_sq);
       }
     }
     return make_float2(sum_d, sum_sq);
+  };
+  auto squared_deviations = [&](float center) {
+    return Layout::full(thread, cols_here) ? deviations.template operator()<true>(center)
+                                           : deviations.template operator()<false>(center);
   };
   if constexpr (Kind == norm_kind::rms) {
     float sum_sq = 0.0f;
