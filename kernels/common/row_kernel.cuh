@@ -337,17 +337,24 @@ struct row_schedule {
 
   // Shared memory for reductions of V: nothing for a warp per row, two alternating
   // block_reduce scratch arrays per group (one barrier per reduction), or the cluster scratch
-  // (four sets of slots for deferred rows' split calls).
+  // (four sets of slots for deferred rows' split calls) and two alternating arrays for
+  // reductions over the CTA's slice only (reduce_cta).
   struct empty_storage {};
   template <class V>
   struct group_storage {
     block_reduce_scratch<group_threads, V> group[groups][2];
   };
   template <class V>
-  using reduce_storage = std::conditional_t<
-      warp_per_row, empty_storage,
-      std::conditional_t<(cluster_ctas > 1), cluster_reduce_scratch<cta_threads, V, Op::deferred_rows ? 4 : 2>,
-                         group_storage<V>>>;
+  struct cluster_storage {
+    cluster_reduce_scratch<cta_threads, V, Op::deferred_rows ? 4 : 2> cluster;
+    block_reduce_scratch<cta_threads, V> slice[2];
+#if defined(__CUDACC__)
+    TILEKIT_DEVICE TILEKIT_INLINE void init() { cluster.init(); }  // thread 0
+#endif
+  };
+  template <class V>
+  using reduce_storage = std::conditional_t<warp_per_row, empty_storage,
+                                            std::conditional_t<(cluster_ctas > 1), cluster_storage<V>, group_storage<V>>>;
 
   // Reduce over the threads of the row (all of them call it); every one gets the result.
   // WarpUniform: the value is already reduced over each warp (identical in its lanes). `call`
@@ -357,7 +364,7 @@ struct row_schedule {
   TILEKIT_DEVICE TILEKIT_INLINE static V reduce(V value, ReduceOp op, Storage& storage, const row_place& at,
                                                 uint32_t call) {
     if constexpr (warp_per_row) return WarpUniform ? value : warp_reduce(value, op);
-    else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads, WarpUniform>(value, op, storage);
+    else if constexpr (cluster_ctas > 1) return cluster_reduce<cta_threads, WarpUniform>(value, op, storage.cluster);
     else if constexpr (groups == 1)
       return block_reduce_alternating<cta_threads, WarpUniform>(value, op, storage.group[0], call);
     else
@@ -368,17 +375,18 @@ struct row_schedule {
   // For a cluster: reduce over THIS CTA's threads only (its slice of the row), then fold the
   // CTAs' partials with the caller's `fold(partials, ctas)` (cluster_reduce_fold), so that an
   // op can exchange per-CTA statistics that are not a plain sum (the LayerNorm's (shift,
-  // deviation sums, count) per slice). reduce_cta uses the scratch that cluster_reduce_post
-  // uses, with a closing barrier, so the two can follow each other in any order.
+  // deviation sums, count) per slice). reduce_cta alternates between its own two arrays by
+  // `call` (one barrier per reduction; every reduction of a cluster row has a CTA barrier, so
+  // call n + 2 reuses call n's array only after every thread read it).
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static V reduce_cta(V value, ReduceOp op, Storage& storage) {
+  TILEKIT_DEVICE TILEKIT_INLINE static V reduce_cta(V value, ReduceOp op, Storage& storage, uint32_t call) {
     static_assert(cluster_ctas > 1, "reduce_cta: only clusters split a row over CTAs");
-    return block_reduce<cta_threads, WarpUniform>(value, op, storage.block.values);
+    return block_reduce_alternating<cta_threads, WarpUniform>(value, op, storage.slice, call);
   }
   template <bool WarpUniform, class Storage, class V, class ReduceOp, class Fold>
   TILEKIT_DEVICE TILEKIT_INLINE static auto reduce_fold(V value, ReduceOp op, Storage& storage, Fold fold) {
     static_assert(cluster_ctas > 1, "reduce_fold: only clusters split a row over CTAs");
-    return cluster_reduce_fold<cta_threads, WarpUniform>(value, op, storage, fold);
+    return cluster_reduce_fold<cta_threads, WarpUniform>(value, op, storage.cluster, fold);
   }
 
   // A reduction in two halves (deferred rows): post() starts it, wait() gives the result. Only
@@ -392,12 +400,12 @@ struct row_schedule {
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at,
                                                       uint32_t call) {
-    if constexpr (cluster_ctas > 1) return {V{}, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage)};
+    if constexpr (cluster_ctas > 1) return {V{}, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage.cluster)};
     else return {reduce<WarpUniform>(value, op, storage, at, call), 0u};
   }
   template <class Storage, class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static V wait(const ticket<V>& t, ReduceOp op, Storage& storage) {
-    if constexpr (cluster_ctas > 1) return cluster_reduce_wait<cta_threads>(t.round, op, storage);
+    if constexpr (cluster_ctas > 1) return cluster_reduce_wait<cta_threads>(t.round, op, storage.cluster);
     else return t.value;
   }
 #endif
@@ -453,10 +461,11 @@ struct row_context {
   }
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_cta(V value, ReduceOp op) const {
-    return S::template reduce_cta<false>(value, op, storage_of<V>());
+    return S::template reduce_cta<false>(value, op, storage_of<V>(), calls++);
   }
   template <class V, class ReduceOp, class Fold>
   TILEKIT_DEVICE TILEKIT_INLINE auto reduce_fold(V value, ReduceOp op, Fold fold) const {
+    ++calls;
     return S::template reduce_fold<false>(value, op, storage_of<V>(), fold);
   }
   template <class V, class ReduceOp>

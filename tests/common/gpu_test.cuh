@@ -44,6 +44,8 @@ void launch_clusters(void (*kernel)(Params...), int ctas, int threads, int clust
   attribute.val.clusterDim.z = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
+  if (cluster_size > 8)  // above the portable 8: an opt-in per kernel (HOPPER_NOTES 7.1)
+    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
 }
 

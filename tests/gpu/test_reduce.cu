@@ -11,6 +11,10 @@
 //     arrays): 8 calls in a row with different values, one group and one warp starting late;
 //   * split calls (cluster_reduce_post, then cluster_reduce_wait one call later, four slot
 //     sets), 64 rounds in a row with CTAs taking turns to lag behind, sums checked exactly;
+//   * whole cluster_reduce calls (one CTA barrier each), 64 in a row with CTAs and warps
+//     taking turns to lag behind, sums checked exactly;
+//   * reduce_slots (the cluster level's combine of the CTA partials) for 1 .. 33 slots: lane-
+//     parallel for powers of two up to 32, in slot order otherwise, with and without a map;
 //   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
 //     by comparing all threads' copies with thread 0's.
 #include <cuda_runtime.h>
@@ -177,6 +181,46 @@ __global__ void __launch_bounds__(cta_threads) split_reduce_kernel(float* out) {
   cluster::sync();  // no CTA exits while a peer may still send into it
 }
 
+// Whole cluster reductions back to back (one CTA barrier per call, two alternating block
+// arrays): round k reduces (k + 1) * (thread % 5 + 1 + rank); in every round one CTA starts late
+// and, inside every CTA, one warp dawdles before the block step, so that fast warps run into the
+// next call while slow ones still read this one's partials. out as in split_reduce_kernel.
+constexpr int fused_rounds = 64;
+__global__ void __launch_bounds__(cta_threads) fused_reduce_kernel(float* out) {
+  __shared__ cluster_reduce_scratch<cta_threads, float> scratch;
+  cluster_reduce_init(scratch);
+  const size_t threads = size_t(gridDim.x) * cta_threads;
+  const size_t thread = size_t(blockIdx.x) * cta_threads + threadIdx.x;
+  for (int k = 0; k < fused_rounds; ++k) {
+    if (int(cluster::rank()) == k % int(cluster::size()) && threadIdx.x == 0) __nanosleep(3000);
+    if (int(threadIdx.x) / warp_threads == k % (cta_threads / warp_threads)) __nanosleep(2000);
+    const float v = float((k + 1) * (int(threadIdx.x) % 5 + 1 + int(cluster::rank())));
+    out[size_t(k) * threads + thread] = cluster_reduce<cta_threads>(v, sum_op{}, scratch);
+  }
+  cluster::sync();  // no CTA exits while a peer may still send into it
+}
+
+void run_fused_reduce(int cluster_size) {
+  SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
+  constexpr int clusters = 2;
+  const int ctas = clusters * cluster_size;
+  const size_t threads = size_t(ctas) * cta_threads;
+  device_buffer<float> out(threads * fused_rounds);
+  launch_clusters(fused_reduce_kernel, ctas, cta_threads, cluster_size, out.get());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  double base = 0;
+  for (int r = 0; r < cluster_size; ++r)
+    for (int t = 0; t < cta_threads; ++t) base += t % 5 + 1 + r;
+  for (int k = 0; k < fused_rounds; ++k)
+    for (size_t t = 0; t < threads; ++t)
+      if (got[size_t(k) * threads + t] != float((k + 1) * base)) {
+        ADD_FAILURE() << "round " << k << " thread " << t << ": got " << got[size_t(k) * threads + t] << ", expected "
+                      << (k + 1) * base;
+        return;
+      }
+}
+
 void run_split_reduce(int cluster_size) {
   SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
   constexpr int clusters = 2;
@@ -197,6 +241,29 @@ void run_split_reduce(int cluster_size) {
                       << (k + 1) * base;
         return;
       }
+}
+
+// reduce_slots over `count` slots of shared memory, by two warps: out[thread] = sum,
+// out[64 + thread] = sum of squares (a map), out[128 + 2 * thread + {0, 1}] = the exp2_sum of
+// (base = slot_base(in[i], i), sum = 1 + i % 3) slots: a combine whose op is not an add, with
+// bases whose differences are not integers, so that its rescaled terms round (an op that
+// rounded op(a, b) and op(b, a) differently, e.g. through a contracted FMA, would leave
+// butterfly partners with different bits).
+__host__ __device__ inline float slot_base(float x, int i) { return x * 0.71f + 0.13f * float(i); }
+constexpr int max_slots = 40;
+__global__ void __launch_bounds__(64) reduce_slots_kernel(const float* in, int count, float* out) {
+  __shared__ float slots[max_slots];
+  __shared__ exp2_sum pairs[max_slots];
+  if (threadIdx.x < count) {
+    slots[threadIdx.x] = in[threadIdx.x];
+    pairs[threadIdx.x] = {slot_base(in[threadIdx.x], int(threadIdx.x)), float(1 + threadIdx.x % 3)};
+  }
+  __syncthreads();
+  out[threadIdx.x] = reduce_slots(slots, uint32_t(count), sum_op{});
+  out[64 + threadIdx.x] = reduce_slots(slots, uint32_t(count), sum_op{}, [](float x) { return x * x; });
+  const exp2_sum total = reduce_slots(pairs, uint32_t(count), exp2_sum_op{});
+  out[128 + 2 * threadIdx.x] = total.base;
+  out[128 + 2 * threadIdx.x + 1] = total.sum;
 }
 
 std::vector<float> small_integers(size_t n, std::mt19937_64& rng) {
@@ -336,8 +403,48 @@ TEST_F(Reduce, SplitClusterCallsOneRoundApart) {
   run_split_reduce(8);
 }
 
+TEST_F(Reduce, WholeClusterCallsBackToBack) {
+  run_fused_reduce(1);
+  run_fused_reduce(2);
+  run_fused_reduce(4);
+  run_fused_reduce(16);
+}
+
 TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }
 TEST_F(Reduce, SoftmaxStatisticsClusterOf2) { run_softmax_stats(2); }
 TEST_F(Reduce, SoftmaxStatisticsClusterOf4) { run_softmax_stats(4); }
+// 3: the partials combined in rank order (not a power of two); 8 and 16: the widest clusters
+// of the row kernels' tables, lane-parallel.
+TEST_F(Reduce, SoftmaxStatisticsClusterOf3) { run_softmax_stats(3); }
+TEST_F(Reduce, SoftmaxStatisticsClusterOf8) { run_softmax_stats(8); }
+TEST_F(Reduce, SoftmaxStatisticsClusterOf16) { run_softmax_stats(16); }
+
+TEST_F(Reduce, SlotsLaneParallelOrInOrder) {
+  std::mt19937_64 rng(test_seed() + 11);
+  for (int count : {1, 2, 3, 4, 5, 7, 8, 12, 16, 32, 33, max_slots}) {
+    SCOPED_TRACE(::testing::Message() << count << " slots");
+    const auto host = small_integers(max_slots, rng);
+    device_buffer<float> in(host);
+    device_buffer<float> out{256};
+    reduce_slots_kernel<<<1, 64>>>(in.get(), count, out.get());
+    TILEKIT_CHECK_LAUNCH("reduce_slots_kernel");
+    TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+    const auto got = out.download();
+    double sum = 0, squares = 0, m = -INFINITY, s = 0;
+    for (int i = 0; i < count; ++i)
+      sum += host[i], squares += host[i] * host[i], m = std::max(m, double(slot_base(host[i], i)));
+    for (int i = 0; i < count; ++i) s += (1 + i % 3) * std::exp2(double(slot_base(host[i], i)) - m);
+    EXPECT_EQ(got[0], sum);
+    EXPECT_EQ(got[64], squares);
+    EXPECT_EQ(got[128], float(m));
+    EXPECT_NEAR(got[129], s, 1e-6 * s);
+    std::vector<float> bases(64), sums(64);
+    for (int t = 0; t < 64; ++t) bases[t] = got[128 + 2 * t], sums[t] = got[128 + 2 * t + 1];
+    expect_same_bits(got.data(), got.data(), 64, "sum");
+    expect_same_bits(got.data() + 64, got.data() + 64, 64, "sum of squares");
+    expect_same_bits(bases.data(), bases.data(), 64, "exp2_sum base");
+    expect_same_bits(sums.data(), sums.data(), 64, "exp2_sum sum");
+  }
+}
 
 }  // namespace

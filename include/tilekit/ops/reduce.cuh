@@ -15,12 +15,13 @@
 // Every level returns the result to ALL threads (of the warp, CTA, cluster), and the result is
 // bitwise identical in all of them: the butterfly combines op(a, b) in one lane and op(b, a) in
 // its partner, which is the same float for commutative ops, and the cluster level combines the
-// CTA partials in rank order in every CTA. Kernels rely on this (every CTA of a cluster must
+// CTA partials in the same order (reduce_slots) in every warp of every CTA. Kernels rely on this (every CTA of a cluster must
 // normalize its slice of a row with the same rstd).
 //
 // Values. The reduced type T is float, or any trivially copyable struct of 4-byte words (at
 // most 16 bytes for the cluster level, which moves it with one st.async), e.g. exp2_sum below.
-// Ops are functors `T operator()(T, T) const`, commutative; most also give `static T
+// Ops are functors `T operator()(T, T) const`, commutative bit for bit (op(a, b) and op(b, a)
+// the same floats: mind FMA contraction, see exp2_sum_op); most also give `static T
 // identity()`, the value that changes nothing (0 for a sum, -inf for a max), which kernels
 // fill out-of-range registers with (the ladder itself never needs it).
 //
@@ -109,13 +110,28 @@ struct exp2_sum {
   float sum;
 };
 
+// The two combines below keep the sum of the partial with the larger base (or max) as it is
+// (its scale would be 2^0 = 1) and rescale only the other by 2^-|difference|: one exponential
+// per combine, and op(a, b) == op(b, a) bit for bit, as the butterflies need (the same FMA
+// with the same operands whichever side the larger partial comes from; equal bases: a.sum +
+// b.sum, rounded once). Written as a.sum * 2^(a.base - m) + b.sum * 2^(b.base - m), the
+// compiler contracts it to fma(a.sum, .., b.sum * ..) in one lane and fma(b.sum, .., a.sum *
+// ..) in its partner, which round differently (tests/gpu/test_reduce.cu,
+// SlotsLaneParallelOrInOrder). A partial of -inf gets scale 2^-inf = 0; two of them, the
+// identity.
+namespace detail {
+TILEKIT_DEVICE TILEKIT_INLINE float rescaled_sum(float a_sum, float b_sum, float difference, float scale) {
+  return difference >= 0.0f ? fmaf(b_sum, scale, a_sum) : fmaf(a_sum, scale, b_sum);
+}
+}  // namespace detail
 struct exp2_sum_op {
   TILEKIT_HOST_DEVICE static constexpr exp2_sum identity() { return {-infinity, 0.0f}; }
 #if defined(__CUDACC__)
   TILEKIT_DEVICE TILEKIT_INLINE exp2_sum operator()(exp2_sum a, exp2_sum b) const {
     const float m = fmaxf(a.base, b.base);
     if (m == -infinity) return identity();
-    return {m, a.sum * exp2_fast(a.base - m) + b.sum * exp2_fast(b.base - m)};
+    const float d = a.base - b.base;
+    return {m, detail::rescaled_sum(a.sum, b.sum, d, exp2_fast(-fabsf(d)))};
   }
 #endif
 };
@@ -137,7 +153,8 @@ struct max_sum_op {
   TILEKIT_DEVICE TILEKIT_INLINE max_sum operator()(max_sum a, max_sum b) const {
     const float m = fmaxf(a.max, b.max);
     if (m == -infinity) return identity();
-    return {m, a.sum * exp2_fast((a.max - m) * log2e) + b.sum * exp2_fast((b.max - m) * log2e)};
+    const float d = a.max - b.max;
+    return {m, detail::rescaled_sum(a.sum, b.sum, d, exp2_fast(-fabsf(d) * log2e))};
   }
 #endif
 };
@@ -355,12 +372,19 @@ TILEKIT_DEVICE TILEKIT_INLINE T group_reduce_alternating(T value, Op op, block_r
 //      (size - 1) partials the peers will send; threads 1..size-1 of warp 0 each send the
 //      partial to one peer with st.async, which lands in that peer's slot[my rank] and credits
 //      the peer's mbarrier (data and completion travel together; nobody waits on a sender);
-//   3. every thread waits for the mbarrier, then combines slot[0..size) in rank order.
+//   3. every thread waits for the mbarrier, then combines slot[0..size) (reduce_slots: a
+//      butterfly over the warp's lanes, the same order in every thread of every CTA).
 // Two sets of slots + mbarriers alternate between calls: a fast peer may already send the
 // partial of call n+1 while this CTA still reads the slots of call n, but it cannot send call
 // n+2's before this CTA has sent its own n+1 partial, i.e. before every thread here finished
 // reading call n (the next call's block_reduce barrier orders that). One set would let call
 // n+1's bytes complete call n's barrier early.
+// The CTA step alternates between two block_reduce arrays as well, and a whole cluster_reduce
+// skips block_reduce's closing barrier (one CTA barrier per call): call n + 2 writes call n's
+// array only after call n + 1's barrier, which every thread reaches after reading call n. The
+// round advanced by thread 0 after call n's barrier reaches the others through its mbarrier
+// arrive (release) and their wait (acquire) before they start call n + 1. Split calls keep the
+// closing barrier: a thread may post call n + 1 having waited only for call n - 1.
 //
 // Split calls (cluster_reduce_post, then cluster_reduce_wait one call later): a CTA posts
 // call n+1 before it waits for (and reads) call n, so it works while the peers' partials of
@@ -382,12 +406,12 @@ struct alignas(16) cluster_reduce_scratch {
                 "cluster_reduce moves each partial with one st.async of 4, 8 or 16 bytes");
   static_assert(Buffers == 2 || Buffers == 4, "2 sets for cluster_reduce, 4 for split post / wait calls");
   static constexpr int buffers = Buffers;
-  block_reduce_scratch<Threads, T> block;
+  block_reduce_scratch<Threads, T> block[2];  // block[round % 2]
   T slots[buffers][max_cluster_ctas];
   mbarrier arrived[buffers];
   // Number of posted calls; buffer = round % buffers, mbarrier parity = (round / buffers) % 2. Read by
-  // every thread at the start of a call, advanced by thread 0 between the block_reduce barriers
-  // (all threads have read it by then, and the next call reads it after that call's barriers).
+  // every thread at the start of a call, advanced by thread 0 after the block_reduce barrier
+  // (all threads have read it by then; see above for when the next call may read it).
   uint32_t round;
 
   // Thread 0 only; see the initialisation protocol above.
@@ -406,13 +430,13 @@ TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Th
   cluster::sync();
 }
 
-// First half of a split cluster_reduce (all threads of all CTAs): reduce over this CTA and send
-// the partial to every peer; returns the call's round, for cluster_reduce_wait. Between the two,
-// a CTA may post one more call (Buffers = 4), not more.
-template <int Threads, bool WarpUniform = false, class Op, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+namespace detail {
+// Reduce over this CTA and send the partial to every peer; returns the call's round.
+// ClosingBarrier: false only when the caller waits for this round before its next call.
+template <int Threads, bool WarpUniform, bool ClosingBarrier, class Op, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
   const uint32_t round = scratch.round;
-  const T partial = detail::block_reduce_with<Threads, WarpUniform>(value, op, scratch.block.values, [&] {
+  const T partial = block_reduce_with<Threads, WarpUniform, ClosingBarrier>(value, op, scratch.block[round % 2].values, [&] {
     if (threadIdx.x == 0) scratch.round = round + 1;
   });
   const uint32_t ctas = cluster::size();
@@ -431,13 +455,50 @@ TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, clust
   }
   return round;
 }
+}  // namespace detail
+
+// First half of a split cluster_reduce (all threads of all CTAs): reduce over this CTA and send
+// the partial to every peer; returns the call's round, for cluster_reduce_wait. Between the two,
+// a CTA may post one more call (Buffers = 4), not more.
+template <int Threads, bool WarpUniform = false, class Op, class T, int B>
+TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+  return detail::cluster_post<Threads, WarpUniform, true>(value, op, scratch);
+}
+
+// op over map(slots[0]), .., map(slots[count - 1]) (count >= 1, e.g. the per-CTA partials of a
+// cluster reduction), in every lane of the calling warp (all 32 lanes must call it with the
+// same slots): lane l takes slot l % count, and a butterfly over aligned runs of `count` lanes
+// combines them in log2(count) shuffle levels, so each thread makes one shared load and
+// log2(count) combines instead of count loads and count - 1 dependent combines (a cluster of
+// 16: 4 levels against 15 ops in a chain, on every row's critical path). Every run of lanes
+// holds the same values in the same order, so every lane of every warp gets the same bits
+// (op commutative, as everywhere in this file). A count that is not a power of two, or above
+// 32, is combined in slot order instead. `map` turns a slot into the value combined (a fold
+// that needs per-slot arithmetic first, e.g. re-centering the LayerNorm partials).
+template <class T, class Op, class Map>
+TILEKIT_DEVICE TILEKIT_INLINE auto reduce_slots(const T* slots, uint32_t count, Op op, Map map) {
+  if ((count & (count - 1)) == 0 && count <= uint32_t(warp_threads)) {
+    auto value = map(slots[uint32_t(laneid()) & (count - 1)]);
+    for (uint32_t lane_mask = count / 2; lane_mask > 0; lane_mask /= 2)
+      value = op(value, detail::shuffle_xor(value, int(lane_mask)));
+    return value;
+  }
+  auto value = map(slots[0]);
+  for (uint32_t r = 1; r < count; ++r) value = op(value, map(slots[r]));
+  return value;
+}
+template <class T, class Op>
+TILEKIT_DEVICE TILEKIT_INLINE T reduce_slots(const T* slots, uint32_t count, Op op) {
+  return reduce_slots(slots, count, op, [](const T& slot) { return slot; });
+}
 
 // Second half, with the caller's own combine: wait for every CTA's partial of call `round` and
 // return fold(partials, cluster::size()), partials[r] being rank r's (in this CTA's shared
 // memory). Every thread of every CTA sees the same partials in the same order, so a fold that
-// depends on nothing else gives bitwise the same result everywhere. For combines that are not
-// a plain op over the partials, e.g. the LayerNorm statistics, whose partials are (shift,
-// deviation sums, count) of each CTA's slice and fold into the row's mean and M2.
+// depends on nothing else (e.g. one made with reduce_slots) gives bitwise the same result
+// everywhere. For combines that are not a plain op over the partials, e.g. the LayerNorm
+// statistics, whose partials are (shift, deviation sums, count) of each CTA's slice and fold
+// into the row's mean and M2.
 template <int Threads, class T, int B, class Fold>
 TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_wait_fold(uint32_t round, cluster_reduce_scratch<Threads, T, B>& scratch,
                                                             Fold fold) {
@@ -445,14 +506,11 @@ TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_wait_fold(uint32_t round, clus
   return fold(static_cast<const T*>(scratch.slots[round % B]), cluster::size());
 }
 
-// Second half: wait for every CTA's partial of call `round` and combine them in rank order.
+// Second half: wait for every CTA's partial of call `round` and combine them (reduce_slots).
 template <int Threads, class Op, class T, int B>
 TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
-  return cluster_reduce_wait_fold(round, scratch, [&](const T* slots, uint32_t ctas) {
-    T result = slots[0];
-    for (uint32_t r = 1; r < ctas; ++r) result = op(result, slots[r]);
-    return result;
-  });
+  return cluster_reduce_wait_fold(round, scratch,
+                                  [&](const T* slots, uint32_t ctas) { return reduce_slots(slots, ctas, op); });
 }
 
 // Reduce one value per thread over every thread of every CTA in the cluster; all of them get
@@ -460,7 +518,7 @@ TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, clust
 // times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
 template <int Threads, bool WarpUniform = false, class Op, class T, int B>
 TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
-  return cluster_reduce_wait<Threads>(cluster_reduce_post<Threads, WarpUniform>(value, op, scratch), op, scratch);
+  return cluster_reduce_wait<Threads>(detail::cluster_post<Threads, WarpUniform, false>(value, op, scratch), op, scratch);
 }
 
 // cluster_reduce with the caller's combine of the CTA partials (see cluster_reduce_wait_fold):
@@ -468,7 +526,7 @@ TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_sc
 template <int Threads, bool WarpUniform = false, class Op, class T, int B, class Fold>
 TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch,
                                                        Fold fold) {
-  return cluster_reduce_wait_fold(cluster_reduce_post<Threads, WarpUniform>(value, op, scratch), scratch, fold);
+  return cluster_reduce_wait_fold(detail::cluster_post<Threads, WarpUniform, false>(value, op, scratch), scratch, fold);
 }
 
 #endif  // __CUDACC__
