@@ -151,8 +151,8 @@ struct sum2_op {
 // No term is large: e_c and s_c are deviations, and K is within sqrt(n / n_0) standard
 // deviations of the mean (Cauchy-Schwarz on slice 0), so Q <= (1 + n / n_0) M2 (<= 17 M2 for 16
 // CTAs; ~M2 for rows of one distribution) and the subtraction loses at most ~4 bits, against
-// the ~1e-7 relative error of Q. Every thread folds the same partials in rank order: the same
-// bits in every CTA.
+// the ~1e-7 relative error of Q. Every thread folds the same partials in the same order
+// (reduce_slots): the same bits in every CTA.
 struct layer_partial_op {  // CTA reduction of (m_c, s, q, n_c): m_c and n_c are CTA-uniform
   TILEKIT_DEVICE TILEKIT_INLINE float4 operator()(float4 a, float4 b) const {
     return make_float4(a.x, a.y + b.y, a.z + b.z, a.w);
@@ -163,16 +163,14 @@ struct layer_fold {
   float* mean;
   TILEKIT_DEVICE TILEKIT_INLINE float operator()(const float4* partials, uint32_t ctas) const {  // returns M2 / n
     const float shift = partials[0].x;
-    float sum = 0.0f, sum_sq = 0.0f;
-    for (uint32_t c = 0; c < ctas; ++c) {
-      const float4 part = partials[c];
+    // (S, Q): each lane re-centres one partial, a butterfly sums them (reduce_slots).
+    const float2 sums = reduce_slots(partials, ctas, sum2_op{}, [shift](const float4& part) {
       const float e = part.x - shift;
-      sum += fmaf(part.w, e, part.y);
-      sum_sq += part.z + e * fmaf(part.w, e, 2.0f * part.y);
-    }
-    const float d = sum * inv_cols;
+      return make_float2(fmaf(part.w, e, part.y), part.z + e * fmaf(part.w, e, 2.0f * part.y));
+    });
+    const float d = sums.x * inv_cols;
     *mean = shift + d;
-    return fmaxf(fmaf(-d, sum, sum_sq), 0.0f) * inv_cols;
+    return fmaxf(fmaf(-d, sums.x, sums.y), 0.0f) * inv_cols;
   }
 };
 
@@ -188,10 +186,13 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
                                                   const Ctx& ctx, float& mean, float& rstd) {
   constexpr int V = Layout::group_elements;
   const float inv_cols = 1.0f / float(cols);
+  // Every sum over a thread's columns runs in two independent chains (even / odd elements): a
+  // row's warps all wait for the slowest at its reduction, so the latency of one dependent
+  // chain of 32 adds (~4 cycles each) is on the critical path of every row.
   // Sums of the deviations from `center` and of their squares over this thread's columns;
   // Full: no padding in this thread, so no column tests.
   auto deviations = [&]<bool Full>(float center) {
-    float sum_d = 0.0f, sum_sq = 0.0f;
+    float sum_d[2] = {0.0f, 0.0f}, sum_sq[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Layout::groups; ++k) {
       float x[V];
@@ -199,36 +200,37 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const float d = Full || Layout::column(thread, k * V + i) < cols_here ? x[i] - center : 0.0f;
-        sum_d += d;
-        sum_sq = fmaf(d, d, sum_sq);
+        sum_d[i % 2] += d;
+        sum_sq[i % 2] = fmaf(d, d, sum_sq[i % 2]);
       }
     }
-    return make_float2(sum_d, sum_sq);
+    return make_float2(sum_d[0] + sum_d[1], sum_sq[0] + sum_sq[1]);
   };
   auto squared_deviations = [&](float center) {
     return Layout::full(thread, cols_here) ? deviations.template operator()<true>(center)
                                            : deviations.template operator()<false>(center);
   };
   if constexpr (Kind == norm_kind::rms) {
-    float sum_sq = 0.0f;
+    float sum_sq[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Layout::groups; ++k) {
       float x[V];
       group(k, x);
 #pragma unroll
-      for (int i = 0; i < V; ++i) sum_sq = fmaf(x[i], x[i], sum_sq);
+      for (int i = 0; i < V; ++i) sum_sq[i % 2] = fmaf(x[i], x[i], sum_sq[i % 2]);
     }
     mean = 0.0f;
-    rstd = rsqrtf(ctx.reduce(sum_sq, sum_op{}) * inv_cols + eps);
+    rstd = rsqrtf(ctx.reduce(sum_sq[0] + sum_sq[1], sum_op{}) * inv_cols + eps);
   } else {
-    float sum = 0.0f;
+    float sums[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Layout::groups; ++k) {
       float x[V];
       group(k, x);
 #pragma unroll
-      for (int i = 0; i < V; ++i) sum += x[i];
+      for (int i = 0; i < V; ++i) sums[i % 2] += x[i];
     }
+    const float sum = sums[0] + sums[1];
     if constexpr (Ctx::cluster && Ctx::template reduces<float4>) {
       const int n = max(min(cols_here, Layout::columns), 0);  // columns of this CTA's slice
       const float slice_sum = ctx.reduce_cta(sum, sum_op{});
