@@ -200,19 +200,22 @@ __global__ void __launch_bounds__(cta_threads) fused_reduce_kernel(float* out) {
   cluster::sync();  // no CTA exits while a peer may still send into it
 }
 
-void run_fused_reduce(int cluster_size) {
+// Runs `kernel` on two clusters of cluster_size CTAs, in which round k of every thread reduces
+// (k + 1) * (thread % modulus + 1 + rank) over its cluster, and checks every round of every
+// thread exactly (small integers: exact in fp32).
+void run_round_reductions(void (*kernel)(float*), int cluster_size, int rounds, int modulus) {
   SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
   constexpr int clusters = 2;
   const int ctas = clusters * cluster_size;
   const size_t threads = size_t(ctas) * cta_threads;
-  device_buffer<float> out(threads * fused_rounds);
-  launch_clusters(fused_reduce_kernel, ctas, cta_threads, cluster_size, out.get());
+  device_buffer<float> out(threads * rounds);
+  launch_clusters(kernel, ctas, cta_threads, cluster_size, out.get());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = out.download();
-  double base = 0;
+  double base = 0;  // round k: (k + 1) * base
   for (int r = 0; r < cluster_size; ++r)
-    for (int t = 0; t < cta_threads; ++t) base += t % 5 + 1 + r;
-  for (int k = 0; k < fused_rounds; ++k)
+    for (int t = 0; t < cta_threads; ++t) base += t % modulus + 1 + r;
+  for (int k = 0; k < rounds; ++k)
     for (size_t t = 0; t < threads; ++t)
       if (got[size_t(k) * threads + t] != float((k + 1) * base)) {
         ADD_FAILURE() << "round " << k << " thread " << t << ": got " << got[size_t(k) * threads + t] << ", expected "
@@ -220,28 +223,8 @@ void run_fused_reduce(int cluster_size) {
         return;
       }
 }
-
-void run_split_reduce(int cluster_size) {
-  SCOPED_TRACE(::testing::Message() << "cluster size " << cluster_size);
-  constexpr int clusters = 2;
-  const int ctas = clusters * cluster_size;
-  const size_t threads = size_t(ctas) * cta_threads;
-  device_buffer<float> out(threads * split_rounds);
-  launch_clusters(split_reduce_kernel, ctas, cta_threads, cluster_size, out.get());
-  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
-  const auto got = out.download();
-  // Per round: (k + 1) * sum over ranks r and threads t of (t % 7 + 1 + r), exact in fp32.
-  double base = 0;
-  for (int r = 0; r < cluster_size; ++r)
-    for (int t = 0; t < cta_threads; ++t) base += t % 7 + 1 + r;
-  for (int k = 0; k < split_rounds; ++k)
-    for (size_t t = 0; t < threads; ++t)
-      if (got[size_t(k) * threads + t] != float((k + 1) * base)) {
-        ADD_FAILURE() << "round " << k << " thread " << t << ": got " << got[size_t(k) * threads + t] << ", expected "
-                      << (k + 1) * base;
-        return;
-      }
-}
+void run_fused_reduce(int cluster_size) { run_round_reductions(fused_reduce_kernel, cluster_size, fused_rounds, 5); }
+void run_split_reduce(int cluster_size) { run_round_reductions(split_reduce_kernel, cluster_size, split_rounds, 7); }
 
 // reduce_slots over `count` slots of shared memory, by two warps: out[thread] = sum,
 // out[64 + thread] = sum of squares (a map), out[128 + 2 * thread + {0, 1}] = the exp2_sum of
