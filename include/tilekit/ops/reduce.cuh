@@ -15,8 +15,8 @@
 // Every level returns the result to ALL threads (of the warp, CTA, cluster), and the result is
 // bitwise identical in all of them: the butterfly combines op(a, b) in one lane and op(b, a) in
 // its partner, which is the same float for commutative ops, and the cluster level combines the
-// CTA partials in the same order (reduce_slots) in every warp of every CTA. Kernels rely on this (every CTA of a cluster must
-// normalize its slice of a row with the same rstd).
+// CTA partials in the same order (reduce_slots) in every warp of every CTA. Kernels rely on
+// this (every CTA of a cluster must normalize its slice of a row with the same rstd).
 //
 // Values. The reduced type T is float, or any trivially copyable struct of 4-byte words (at
 // most 16 bytes for the cluster level, which moves it with one st.async), e.g. exp2_sum below.
