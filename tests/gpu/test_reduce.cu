@@ -226,7 +226,8 @@ void run_round_reductions(void (*kernel)(float*), int cluster_size, int rounds, 
 void run_fused_reduce(int cluster_size) { run_round_reductions(fused_reduce_kernel, cluster_size, fused_rounds, 5); }
 void run_split_reduce(int cluster_size) { run_round_reductions(split_reduce_kernel, cluster_size, split_rounds, 7); }
 
-// reduce_slots over `count` slots of shared memory, by two warps: out[thread] = sum,
+// reduce_slots over `count` slots of shared memory, by two warps (out[256 + ..]: the same pairs
+// combined in natural units by max_sum_op): out[thread] = sum,
 // out[64 + thread] = sum of squares (a map), out[128 + 2 * thread + {0, 1}] = the exp2_sum of
 // (base = slot_base(in[i], i), sum = 1 + i % 3) slots: a combine whose op is not an add, with
 // bases whose differences are not integers, so that its rescaled terms round (an op that
@@ -237,9 +238,11 @@ constexpr int max_slots = 40;
 __global__ void __launch_bounds__(64) reduce_slots_kernel(const float* in, int count, float* out) {
   __shared__ float slots[max_slots];
   __shared__ exp2_sum pairs[max_slots];
+  __shared__ max_sum natural[max_slots];
   if (threadIdx.x < count) {
     slots[threadIdx.x] = in[threadIdx.x];
     pairs[threadIdx.x] = {slot_base(in[threadIdx.x], int(threadIdx.x)), float(1 + threadIdx.x % 3)};
+    natural[threadIdx.x] = {slot_base(in[threadIdx.x], int(threadIdx.x)), float(1 + threadIdx.x % 3)};
   }
   __syncthreads();
   out[threadIdx.x] = reduce_slots(slots, uint32_t(count), sum_op{});
@@ -247,6 +250,9 @@ __global__ void __launch_bounds__(64) reduce_slots_kernel(const float* in, int c
   const exp2_sum total = reduce_slots(pairs, uint32_t(count), exp2_sum_op{});
   out[128 + 2 * threadIdx.x] = total.base;
   out[128 + 2 * threadIdx.x + 1] = total.sum;
+  const max_sum natural_total = reduce_slots(natural, uint32_t(count), max_sum_op{});
+  out[256 + 2 * threadIdx.x] = natural_total.max;
+  out[256 + 2 * threadIdx.x + 1] = natural_total.sum;
 }
 
 std::vector<float> small_integers(size_t n, std::mt19937_64& rng) {
@@ -408,7 +414,7 @@ TEST_F(Reduce, SlotsLaneParallelOrInOrder) {
     SCOPED_TRACE(::testing::Message() << count << " slots");
     const auto host = small_integers(max_slots, rng);
     device_buffer<float> in(host);
-    device_buffer<float> out{256};
+    device_buffer<float> out{384};
     reduce_slots_kernel<<<1, 64>>>(in.get(), count, out.get());
     TILEKIT_CHECK_LAUNCH("reduce_slots_kernel");
     TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
@@ -416,13 +422,22 @@ TEST_F(Reduce, SlotsLaneParallelOrInOrder) {
     double sum = 0, squares = 0, m = -INFINITY, s = 0;
     for (int i = 0; i < count; ++i)
       sum += host[i], squares += host[i] * host[i], m = std::max(m, double(slot_base(host[i], i)));
-    for (int i = 0; i < count; ++i) s += (1 + i % 3) * std::exp2(double(slot_base(host[i], i)) - m);
+    double s_natural = 0;
+    for (int i = 0; i < count; ++i) {
+      s += (1 + i % 3) * std::exp2(double(slot_base(host[i], i)) - m);
+      s_natural += (1 + i % 3) * std::exp(double(slot_base(host[i], i)) - m);
+    }
     EXPECT_EQ(got[0], sum);
     EXPECT_EQ(got[64], squares);
     EXPECT_EQ(got[128], float(m));
     EXPECT_NEAR(got[129], s, 1e-6 * s);
-    std::vector<float> bases(64), sums(64);
+    EXPECT_EQ(got[256], float(m));
+    EXPECT_NEAR(got[257], s_natural, 1e-6 * s_natural);
+    std::vector<float> bases(64), sums(64), maxima(64), natural_sums(64);
     for (int t = 0; t < 64; ++t) bases[t] = got[128 + 2 * t], sums[t] = got[128 + 2 * t + 1];
+    for (int t = 0; t < 64; ++t) maxima[t] = got[256 + 2 * t], natural_sums[t] = got[256 + 2 * t + 1];
+    expect_same_bits(maxima.data(), maxima.data(), 64, "max_sum max");
+    expect_same_bits(natural_sums.data(), natural_sums.data(), 64, "max_sum sum");
     expect_same_bits(got.data(), got.data(), 64, "sum");
     expect_same_bits(got.data() + 64, got.data() + 64, 64, "sum of squares");
     expect_same_bits(bases.data(), bases.data(), 64, "exp2_sum base");
