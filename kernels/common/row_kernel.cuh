@@ -114,7 +114,9 @@
 // and the kernel finishes each row one row later: it posts row r's partial, finishes row r - 1
 // (waiting for its total), then moves on. A cluster's exchange of row r's partials thus
 // travels while the CTAs compute row r + 1, instead of every row waiting for the slowest CTA
-// of the cluster (measured on the H200: the exchange, not the math, bounds wide rows).
+// of the cluster (measured on the H200: the exchange, not the math, bounds wide rows). Only
+// rows split over a cluster are deferred: elsewhere the reduction completes when posted, and
+// holding a row's state across the next one would only cost registers.
 
 #include <cuda_runtime.h>
 
@@ -643,7 +645,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     typename Op::pending state{};
     typename S::template ticket<typename Op::reduce_value> ticket{};
   };
-  [[maybe_unused]] std::conditional_t<Op::deferred_rows, in_flight_row, row_op_defaults> in_flight;
+  constexpr bool defer = Op::deferred_rows && S::cluster_ctas > 1;
+  [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
   stage_ring<stream_t::stages> ring;
   for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
     scalars next[rows_per_group];
@@ -659,7 +662,11 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         const T* in[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
-        if constexpr (Op::deferred_rows) {
+        if constexpr (Op::deferred_rows && !defer) {
+          typename Op::pending state;
+          const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
+          op.template finish<S>(p, at, row, state, ctx.reduce_warps(partial, typename Op::reduce_op{}));
+        } else if constexpr (defer) {
           typename Op::pending state;
           const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
           const auto ticket = ctx.post_warps(partial, typename Op::reduce_op{});
@@ -709,7 +716,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     item = order.after(item, use, 1);  // read again rather than held across the row: one register less
   }
   if (threadIdx.x == 0) order.finish();
-  if constexpr (Op::deferred_rows) {
+  if constexpr (defer) {
     if (in_flight.valid)
       op.template finish<S>(p, at, in_flight.row, in_flight.state, ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
   }

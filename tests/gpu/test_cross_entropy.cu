@@ -317,8 +317,8 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
 }
 
 // Enough rows that every persistent worker takes several items: the forward without dlogits
-// finishes each row one row later (deferred rows), across items and, for clusters, with the
-// split cluster reduction in flight; the last row of each worker is finished after its loop.
+// finishes each row of a cluster class one row later (deferred rows), across items, with the
+// split cluster reduction in flight, and the last row of each worker after its loop.
 TEST_F(CrossEntropy, ManyRowsPerWorker) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   check<bf16>(20000, 100, 0, o, /*fused=*/false);
