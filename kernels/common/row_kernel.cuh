@@ -147,6 +147,9 @@ struct row_config {
   int rows_per_group;
   int cluster_ctas;
   int elements_per_thread;
+  // 16-bit rows held in registers as packed pairs (bf16x2 / f16x2), half a register per column:
+  // only in the 16-bit tables below (packed_rows<S>).
+  bool pairs = false;
 };
 
 inline constexpr int row_cta_threads = 512;
@@ -189,39 +192,41 @@ inline constexpr row_table default_row_table = {{
 // Two more tables, for 16-bit rows only (a stage of 512 x 64 fp32 would be 128 KiB: one stage).
 // 64 columns per thread spread a thread's per-row work (reductions, labels, control) over twice
 // the elements and halve the cluster of wide rows; a stage is 512 x 64 x 2 bytes = 64 KiB (3
-// stages). The rows stay in registers as packed pairs (32 registers for 64 columns), so ops
-// that write the row recompute what they need from the pairs in the output pass.
+// stages). Such rows stay in registers as packed pairs (row_config::pairs: 32 registers for 64
+// columns), so ops that write the row recompute what they need from the pairs in the output
+// pass.
 //
-// packed_row_table, from 2K columns on (e.g. the cross-entropy forward without dlogits: a pure
-// reduction, instruction-bound at 32 columns per thread), and wide_row_table, the default
-// table up to 16K columns and 64 columns per thread from 32K on (softmax forward and the
-// cross-entropy forward with dlogits, which recompute the exponentials: more instructions per
-// element, worth it only where the cluster reduction dominates):
+// packed_row_table, pairs from 1K columns on (e.g. the cross-entropy forward without dlogits: a
+// pure reduction, instruction-bound at 32 columns per thread, where pairs take the max with
+// one HMNMX2 per two columns), and wide_row_table, the default table up to 16K columns and 64
+// columns per thread from 32K on (softmax forward and the cross-entropy forward with dlogits,
+// which recompute the exponentials: more instructions per element, worth it only where the
+// cluster reduction dominates). P: held as pairs.
 //
-//   class | max cols | packed_row_table           | wide_row_table
-//         |          | group thr. cluster elements | group thr. cluster elements
-//   ------+----------+----------------------------+---------------------------
-//     0   |     256  |  32 x 4 rows  1      8     |  32 x 4 rows  1      8
-//     1   |    1024  |  32           1     32     |  32           1     32
-//     2   |    2048  |  32           1     64     |  64           1     32
-//     3   |    4096  |  64           1     64     | 128           1     32
-//     4   |    8192  | 128           1     64     | 256           1     32
-//     5   |   16384  | 256           1     64     | 512           1     32
-//     6   |   32768  | 512           1     64     | 512           1     64
-//     7   |   65536  | 512           2     64     | 512           2     64
-//     8   |  131072  | 512           4     64     | 512           4     64
-//     9   |  262144  | 512           8     64     | 512           8     64
+//   class | max cols | packed_row_table             | wide_row_table
+//         |          | group thr. cluster elements  | group thr. cluster elements
+//   ------+----------+------------------------------+-----------------------------
+//     0   |     256  |  32 x 4 rows  1      8       |  32 x 4 rows  1      8
+//     1   |    1024  |  32           1     32 P     |  32           1     32
+//     2   |    2048  |  32           1     64 P     |  64           1     32
+//     3   |    4096  |  64           1     64 P     | 128           1     32
+//     4   |    8192  | 128           1     64 P     | 256           1     32
+//     5   |   16384  | 256           1     64 P     | 512           1     32
+//     6   |   32768  | 512           1     64 P     | 512           1     64 P
+//     7   |   65536  | 512           2     64 P     | 512           2     64 P
+//     8   |  131072  | 512           4     64 P     | 512           4     64 P
+//     9   |  262144  | 512           8     64 P     | 512           8     64 P
 inline constexpr row_table packed_row_table = {{
                                                    {256, 32, 4, 1, 8},
-                                                   {1024, 32, 1, 1, 32},
-                                                   {2048, 32, 1, 1, 64},
-                                                   {4096, 64, 1, 1, 64},
-                                                   {8192, 128, 1, 1, 64},
-                                                   {16384, 256, 1, 1, 64},
-                                                   {32768, 512, 1, 1, 64},
-                                                   {65536, 512, 1, 2, 64},
-                                                   {131072, 512, 1, 4, 64},
-                                                   {262144, 512, 1, 8, 64},
+                                                   {1024, 32, 1, 1, 32, true},
+                                                   {2048, 32, 1, 1, 64, true},
+                                                   {4096, 64, 1, 1, 64, true},
+                                                   {8192, 128, 1, 1, 64, true},
+                                                   {16384, 256, 1, 1, 64, true},
+                                                   {32768, 512, 1, 1, 64, true},
+                                                   {65536, 512, 1, 2, 64, true},
+                                                   {131072, 512, 1, 4, 64, true},
+                                                   {262144, 512, 1, 8, 64, true},
                                                },
                                                10};
 inline constexpr row_table wide_row_table = {{
@@ -231,15 +236,15 @@ inline constexpr row_table wide_row_table = {{
                                                  {4096, 128, 1, 1, 32},
                                                  {8192, 256, 1, 1, 32},
                                                  {16384, 512, 1, 1, 32},
-                                                 {32768, 512, 1, 1, 64},
-                                                 {65536, 512, 1, 2, 64},
-                                                 {131072, 512, 1, 4, 64},
-                                                 {262144, 512, 1, 8, 64},
+                                                 {32768, 512, 1, 1, 64, true},
+                                                 {65536, 512, 1, 2, 64, true},
+                                                 {131072, 512, 1, 4, 64, true},
+                                                 {262144, 512, 1, 8, 64, true},
                                              },
                                              10};
-// Whether schedule S holds 16-bit rows as packed pairs (64 columns per thread).
+// Whether schedule S holds 16-bit rows as packed pairs (row_config::pairs).
 template <class S>
-inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.elements_per_thread == 64;
+inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.pairs;
 
 // Shared memory the stream stages and the op's own arrays may use together (the opt-in maximum
 // is 227 KiB; the rest is for the static reduction scratch).

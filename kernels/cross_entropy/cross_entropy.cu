@@ -4,9 +4,11 @@
 //
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf): as floats, or, for 16-bit
-//      logits without dlogits, as packed pairs with 64 columns per thread (wide_row_table);
-//   2. per warp: m = max (shuffles), the exponentials exp(x - m) in place and their sum
-//      (warp_exp_sum_natural), and the sum of the logits (label smoothing only);
+//      logits, as packed pairs (without dlogits from 1K columns on, packed_row_table; with
+//      dlogits from 32K on, wide_row_table);
+//   2. per warp: m = max (shuffles), the exponentials exp(x - m) (in place on the float path)
+//      and their sum, and the sum of the logits (label smoothing only), both sums reduced over
+//      the warp in one butterfly;
 //   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (m, s),
 //      a plain sum for the logits), so the row needs a single CTA/cluster exchange;
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
@@ -66,6 +68,7 @@ struct ce_forward_params {
   int64_t dlogits_row_stride;
   int64_t ignore_index;
   float label_smoothing;
+  float smoothing_per_class;  // label_smoothing / vocab, divided once on the host
   float z_loss_weight;
   float grad_scale;
 };
@@ -82,6 +85,7 @@ struct ce_backward_params {
   int64_t dlogits_row_stride;
   int64_t ignore_index;
   float label_smoothing;
+  float smoothing_per_class;  // label_smoothing / vocab, divided once on the host
   float z_loss_weight;
   float grad_scale;
 };
@@ -131,7 +135,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   l.column = int(column);
   // Groups of Layout::group_elements columns are dealt round-robin over the threads.
   l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
-            (int(column) / Layout::group_elements) % Layout::threads == at.thread;
+            (uint32_t(column) / Layout::group_elements) % Layout::threads == uint32_t(at.thread);
   return l;
 }
 
@@ -155,33 +159,54 @@ TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& la
 }
 
 // The sum of a thread's logits, padding (columns >= cols) skipped: over floats, or over
-// packed pairs (register j of the layout = element j % 2 of pair j / 2).
+// packed pairs (register j of the layout = element j % 2 of pair j / 2). Four independent
+// chains: one chain of 32 dependent FADDs would be the longest latency of a 1K row.
 template <class Layout, class V, int N>
 TILEKIT_DEVICE TILEKIT_INLINE float sum_of_logits(const V (&values)[N], int cols, int thread) {
   auto element = [&](int j) {
     if constexpr (std::is_same_v<V, float>) return values[j];
     else return j % 2 == 0 ? unpack_pair(values[j / 2]).x : unpack_pair(values[j / 2]).y;
   };
-  float sum = 0.f;
+  float sums[4] = {0.f, 0.f, 0.f, 0.f};
   if (Layout::full(thread, cols)) {
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) sum += element(j);
+    for (int j = 0; j < Layout::elements; ++j) sums[j % 4] += element(j);
   } else {  // only the thread holding the tail
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j)
-      if (Layout::column(thread, j) < cols) sum += element(j);
+      if (Layout::column(thread, j) < cols) sums[j % 4] += element(j);
   }
-  return sum;
+  return (sums[0] + sums[1]) + (sums[2] + sums[3]);
+}
+
+// A warp's partial from its max m and this thread's sums: one butterfly for both sums (their
+// shuffles interleave; two butterflies one after the other would add five shuffle latencies
+// to every row), or for the exponentials alone without label smoothing (uniform branch).
+struct two_sums {
+  float exp;
+  float logits;
+};
+struct two_sums_op {
+  TILEKIT_DEVICE TILEKIT_INLINE two_sums operator()(two_sums a, two_sums b) const {
+    return {a.exp + b.exp, a.logits + b.logits};
+  }
+};
+TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_partial(float m, float sum_exp, float sum_logits, bool with_logit_sum) {
+  if (!with_logit_sum) return {m, warp_reduce(sum_exp, sum_op{}), 0.f, 0.f};
+  const two_sums s = warp_reduce(two_sums{sum_exp, sum_logits}, two_sums_op{});
+  return {m, s.exp, s.logits, 0.f};
 }
 
 // The packed path's warp partial: (max, sum of exp(x - max)) in natural units and, with label
 // smoothing, the sum of the logits. A thread without padding takes both sums in one pass (each
 // pair unpacked once, one more FADD per element); the thread holding the tail (padding = -inf)
-// sums its logits separately with column tests. A warp of padding only gives (-inf, 0, 0).
+// sums its logits separately with column tests. A warp of padding only gives (-inf, 0, 0), one
+// of -inf logits (-inf, 0, -inf).
 template <class Layout, class P, int N>
 TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int cols, int thread, bool with_logit_sum) {
   const float m = tilekit::detail::warp_max(pairs);
-  if (m == -infinity) return {m, 0.f, 0.f, 0.f};  // warp-uniform
+  if (m == -infinity)  // warp-uniform
+    return warp_partial(m, 0.f, with_logit_sum ? sum_of_logits<Layout>(pairs, cols, thread) : 0.f, with_logit_sum);
   const auto exponent = [m](float x) { return (x - m) * log2e; };
   float sum_exp = 0.f, sum_logits = 0.f;
   if (with_logit_sum && Layout::full(thread, cols)) {
@@ -200,7 +225,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
     sum_exp = tilekit::detail::exp2_sum_of(pairs, exponent);
     if (with_logit_sum) sum_logits = sum_of_logits<Layout>(pairs, cols, thread);
   }
-  return {m, warp_reduce(sum_exp, sum_op{}), with_logit_sum ? warp_reduce(sum_logits, sum_op{}) : 0.f, 0.f};
+  return warp_partial(m, sum_exp, sum_logits, with_logit_sum);
 }
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
@@ -220,10 +245,11 @@ struct ce_forward_op : row_op_defaults {
   static constexpr bool deferred_rows = !WriteGradient;
   // Static item order: claimed, these kernels measured 2-16% slower (row_kernel.cuh, "Item order").
   static constexpr bool claim_items = false;
-  // 16-bit logits: 64 columns per thread held as packed pairs (packed_rows<S>), from 2K columns
-  // on without dlogits (packed_row_table: the per-row work of this instruction-bound reduction
-  // is spread over twice the elements), from 32K on with dlogits (wide_row_table: half the
-  // cluster; the exponentials are recomputed in the output pass, as the backward does).
+  // 16-bit logits held as packed pairs (packed_rows<S>): without dlogits from 1K columns on
+  // (packed_row_table: 32 columns per thread at 1K, whose max takes one HMNMX2 per pair, then
+  // 64, which spread the per-row work of this instruction-bound reduction over twice the
+  // elements), with dlogits from 32K on (wide_row_table: 64 columns, half the cluster; the
+  // exponentials are recomputed in the output pass, as the backward does).
   static constexpr const row_table& table =
       !is_16bit_float<T> ? default_row_table : WriteGradient ? wide_row_table : packed_row_table;
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
@@ -294,7 +320,7 @@ struct ce_forward_op : row_op_defaults {
       // what cross_entropy_backward writes from this lse).
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * lse);
-      const float uniform_target = g * smoothing / float(p.cols);
+      const float uniform_target = g * p.smoothing_per_class;
       float out_values[layout::elements];
 #pragma unroll
       for (int j = 0; j < layout::elements / 2; ++j) {
@@ -312,7 +338,7 @@ struct ce_forward_op : row_op_defaults {
       // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
       const float probability_scale =
           exp2_fast((warp.max - total.max) * log2e) / total.sum_exp * (g * (1.f + 2.f * p.z_loss_weight * lse));
-      const float uniform_target = g * smoothing / float(p.cols);
+      const float uniform_target = g * p.smoothing_per_class;
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
@@ -330,9 +356,15 @@ struct ce_forward_op : row_op_defaults {
   template <class Layout>
   TILEKIT_DEVICE TILEKIT_INLINE static ce_stats float_statistics(float (&values)[Layout::elements], int cols, int thread,
                                                                  bool with_logit_sum) {
-    const float sum_logits = with_logit_sum ? warp_reduce(sum_of_logits<Layout>(values, cols, thread), sum_op{}) : 0.f;
-    const max_sum w = warp_exp_sum_natural(values);
-    return {w.max, w.sum, sum_logits, 0.f};
+    const float sum_logits = with_logit_sum ? sum_of_logits<Layout>(values, cols, thread) : 0.f;
+    const float m = tilekit::detail::warp_max(values);
+    if (m == -infinity) {  // warp-uniform: padding (or -inf logits) only
+#pragma unroll
+      for (int j = 0; j < Layout::elements; ++j) values[j] = 0.f;
+      return warp_partial(m, 0.f, sum_logits, with_logit_sum);
+    }
+    const float sum_exp = tilekit::detail::exp2_in_place(values, [m](float x) { return (x - m) * log2e; });
+    return warp_partial(m, sum_exp, sum_logits, with_logit_sum);
   }
 
   // lse = M + log S (lg2.approx: absolute error ~2^-22 on log2(S), S >= 1, lg2(1) = 0 exactly);
@@ -348,7 +380,7 @@ struct ce_forward_op : row_op_defaults {
       if (!label.ignored) {
         const float smoothing = p.label_smoothing;
         loss = label.in_range ? lse - (1.f - smoothing) * pend.label_logit -
-                                    smoothing * (total.sum_logits / float(p.cols)) + p.z_loss_weight * lse * lse
+                                    total.sum_logits * p.smoothing_per_class + p.z_loss_weight * lse * lse
                               : invalid_label_marker;
       }
       p.loss[row] = loss;
@@ -380,7 +412,7 @@ struct ce_backward_op : row_op_defaults {
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
     const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
     const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * r.lse);
-    const float uniform_target = g * p.label_smoothing / float(p.cols);
+    const float uniform_target = g * p.smoothing_per_class;
 
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
@@ -475,6 +507,7 @@ void cross_entropy_forward(const cross_entropy_forward_args& a, cudaStream_t str
                                          a.dlogits_row_stride,
                                          a.ignore_index,
                                          a.label_smoothing,
+                                         a.label_smoothing / float(a.vocab),
                                          a.z_loss_weight,
                                          a.grad_scale};
   const bool write_gradient = a.dlogits != nullptr;
@@ -497,6 +530,7 @@ void cross_entropy_backward(const cross_entropy_backward_args& a, cudaStream_t s
                                           a.dlogits_row_stride,
                                           a.ignore_index,
                                           a.label_smoothing,
+                                          a.label_smoothing / float(a.vocab),
                                           a.z_loss_weight,
                                           a.grad_scale};
   detail::dispatch_type(a.type,

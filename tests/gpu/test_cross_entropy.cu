@@ -300,9 +300,10 @@ TEST_F(CrossEntropy, SmoothingAndZLossFp32) {
     check<float>(rows_for(v), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f / 3);
 }
 
-// The forward without dlogits of 16-bit logits reads packed pairs with 64 columns per thread
-// (packed_row_table in kernels/common/row_kernel.cuh): every size class of that table, the label
-// smoothing sum over pairs with a tail, fp16 as well, and misaligned rows (direct path).
+// The forward without dlogits of 16-bit logits reads packed pairs from 1K columns on (32, then
+// 64 columns per thread; packed_row_table in kernels/common/row_kernel.cuh): every size class
+// of that table, the label smoothing sum over pairs with a tail, fp16 as well, and misaligned
+// rows (direct path).
 TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : {int64_t(1), int64_t(7), int64_t(100), int64_t(1000), int64_t(2000), int64_t(4097), int64_t(8192),
@@ -312,6 +313,7 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
     // spacing (6e-8) alone is a 0.3% relative error (the checked backward's, not the forward's).
     if (v < 262144) check<fp16>(rows_for(v, 7), v, 0, o, /*fused=*/false);
   }
+  check<bf16>(9, 1000, 3, o, /*fused=*/false);
   check<bf16>(9, 2000, 3, o, /*fused=*/false);
   check<fp16>(5, 40000, 5, o, /*fused=*/false);
 }

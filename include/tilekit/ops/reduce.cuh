@@ -180,16 +180,10 @@ TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
   return warp_reduce(fmaxf(m0, m1), fmax_op{});
 }
 
-// values[j] := 2^exponent(values[j]) in place and the warp's sum of them (two independent
-// chains: the dependent FADD latency is the critical path of the row otherwise). m is the warp
-// max; a warp of pure -inf padding (m = -inf) gets zeros and a sum of 0.
+// values[j] := 2^exponent(values[j]) in place and this thread's sum of them (two independent
+// chains: the dependent FADD latency is the critical path of the row otherwise).
 template <int N, class Exponent>
-TILEKIT_DEVICE TILEKIT_INLINE float warp_exp2_in_place(float (&values)[N], float m, Exponent exponent) {
-  if (m == -infinity) {  // warp-uniform
-#pragma unroll
-    for (int j = 0; j < N; ++j) values[j] = 0.0f;
-    return 0.0f;
-  }
+TILEKIT_DEVICE TILEKIT_INLINE float exp2_in_place(float (&values)[N], Exponent exponent) {
   float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
@@ -197,7 +191,19 @@ TILEKIT_DEVICE TILEKIT_INLINE float warp_exp2_in_place(float (&values)[N], float
     if (j % 2 == 0) s0 += values[j];
     else s1 += values[j];
   }
-  return warp_reduce(s0 + s1, sum_op{});
+  return s0 + s1;
+}
+
+// exp2_in_place and the warp's sum. m is the warp max; a warp of pure -inf padding (m = -inf)
+// gets zeros and a sum of 0.
+template <int N, class Exponent>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_exp2_in_place(float (&values)[N], float m, Exponent exponent) {
+  if (m == -infinity) {  // warp-uniform
+#pragma unroll
+    for (int j = 0; j < N; ++j) values[j] = 0.0f;
+    return 0.0f;
+  }
+  return warp_reduce(exp2_in_place(values, exponent), sum_op{});
 }
 }  // namespace detail
 
