@@ -396,24 +396,18 @@ struct row_schedule {
     return cluster_reduce_fold<cta_threads, WarpUniform>(value, op, storage.cluster, fold);
   }
 
-  // A reduction in two halves (deferred rows): post() starts it, wait() gives the result. Only
-  // a cluster's reduction really stays in flight in between (cluster_reduce_post / _wait); the
-  // others complete in post() and wait() hands back the value.
-  template <class V>
-  struct ticket {
-    V value;
-    uint32_t round;
-  };
+  // A cluster reduction in two halves (deferred rows, which only clusters have): post() starts
+  // it and returns its round (cluster_reduce_post), wait(round) gives the result
+  // (cluster_reduce_wait).
   template <bool WarpUniform, class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static ticket<V> post(V value, ReduceOp op, Storage& storage, const row_place& at,
-                                                      uint32_t call) {
-    if constexpr (cluster_ctas > 1) return {V{}, cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage.cluster)};
-    else return {reduce<WarpUniform>(value, op, storage, at, call), 0u};
+  TILEKIT_DEVICE TILEKIT_INLINE static uint32_t post(V value, ReduceOp op, Storage& storage) {
+    static_assert(cluster_ctas > 1, "post: only clusters defer rows");
+    return cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage.cluster);
   }
-  template <class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static V wait(const ticket<V>& t, ReduceOp op, Storage& storage) {
-    if constexpr (cluster_ctas > 1) return cluster_reduce_wait<cta_threads>(t.round, op, storage.cluster);
-    else return t.value;
+  template <class V, class Storage, class ReduceOp>
+  TILEKIT_DEVICE TILEKIT_INLINE static V wait(uint32_t round, ReduceOp op, Storage& storage) {
+    static_assert(cluster_ctas > 1, "wait: only clusters defer rows");
+    return cluster_reduce_wait<cta_threads>(round, op, storage.cluster);
   }
 #endif
 };
@@ -479,14 +473,15 @@ struct row_context {
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_warps(V value, ReduceOp op) const {
     return reduce_from<true>(value, op);
   }
-  // reduce_warps in two halves (the kernel's deferred rows; an op's row() does not need them).
+  // reduce_warps in two halves (the kernel's deferred rows; an op's row() does not need them):
+  // post_warps returns the reduction's round, wait<V>(round) its result.
   template <class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE typename S::template ticket<V> post_warps(V value, ReduceOp op) const {
-    return S::template post<true>(value, op, storage_of<V>(), at, calls++);
+  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value, ReduceOp op) const {
+    return S::template post<true>(value, op, storage_of<V>());
   }
   template <class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE V wait(const typename S::template ticket<V>& t, ReduceOp op) const {
-    return S::wait(t, op, storage_of<V>());
+  TILEKIT_DEVICE TILEKIT_INLINE V wait(uint32_t round, ReduceOp op) const {
+    return S::template wait<V>(round, op, storage_of<V>());
   }
 
  private:
@@ -648,7 +643,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     bool valid = false;
     int64_t row = 0;
     typename Op::pending state{};
-    typename S::template ticket<typename Op::reduce_value> ticket{};
+    uint32_t round = 0;  // of its cluster reduction
   };
   constexpr bool defer = Op::deferred_rows && S::cluster_ctas > 1;
   [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
@@ -667,18 +662,20 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         const T* in[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
-        if constexpr (Op::deferred_rows && !defer) {
+        if constexpr (Op::deferred_rows) {
+          using reduce_op = typename Op::reduce_op;
+          using value = typename Op::reduce_value;
           typename Op::pending state;
           const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
-          op.template finish<S>(p, at, row, state, ctx.reduce_warps(partial, typename Op::reduce_op{}));
-        } else if constexpr (defer) {
-          typename Op::pending state;
-          const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
-          const auto ticket = ctx.post_warps(partial, typename Op::reduce_op{});
-          if (in_flight.valid)
-            op.template finish<S>(p, at, in_flight.row, in_flight.state,
-                                  ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
-          in_flight = {true, row, state, ticket};
+          if constexpr (defer) {
+            const uint32_t round = ctx.post_warps(partial, reduce_op{});
+            if (in_flight.valid)
+              op.template finish<S>(p, at, in_flight.row, in_flight.state,
+                                    ctx.template wait<value>(in_flight.round, reduce_op{}));
+            in_flight = {true, row, state, round};
+          } else {
+            op.template finish<S>(p, at, row, state, ctx.reduce_warps(partial, reduce_op{}));
+          }
         } else {
           op.template row<S>(p, at, row, current[k], in, ctx);
         }
@@ -723,7 +720,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   if (threadIdx.x == 0) order.finish();
   if constexpr (defer) {
     if (in_flight.valid)
-      op.template finish<S>(p, at, in_flight.row, in_flight.state, ctx.wait(in_flight.ticket, typename Op::reduce_op{}));
+      op.template finish<S>(p, at, in_flight.row, in_flight.state,
+                            ctx.template wait<typename Op::reduce_value>(in_flight.round, typename Op::reduce_op{}));
   }
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
   op.template end<S>(p, at, op_shared);
