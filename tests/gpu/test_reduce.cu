@@ -13,8 +13,12 @@
 //     sets), 64 rounds in a row with CTAs taking turns to lag behind, sums checked exactly;
 //   * whole cluster_reduce calls (one CTA barrier each), 64 in a row with CTAs and warps
 //     taking turns to lag behind, sums checked exactly;
-//   * reduce_slots (the cluster level's combine of the CTA partials) for 1 .. 33 slots: lane-
-//     parallel for powers of two up to 32, in slot order otherwise, with and without a map;
+//   * reduce_slots (the cluster level's combine of the CTA partials) for 1 .. 256 slots: lane-
+//     parallel for powers of two (above 32: lane-strided, then over the whole warp), in slot
+//     order otherwise, with and without a map;
+//   * posted reductions (posted_reduce_post, then posted_reduce_wait one round later, no CTA
+//     barrier): groups of 4 or 8 warps in one CTA, clusters of 2, 4, 8 and 16, of 4- and
+//     16-byte values, 64 rounds with warps and CTAs taking turns to lag behind, checked exactly;
 //   * every thread of every CTA must end with the SAME bits (kernels rely on it), checked
 //     by comparing all threads' copies with thread 0's.
 #include <cuda_runtime.h>
@@ -22,6 +26,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "common/gpu_test.cuh"
@@ -200,6 +205,90 @@ __global__ void __launch_bounds__(cta_threads) fused_reduce_kernel(float* out) {
   cluster::sync();  // no CTA exits while a peer may still send into it
 }
 
+// Posted reductions: groups of Warps warps (cta_threads / 32 / Warps groups per CTA) over
+// clusters of Ctas CTAs. Round k posts, from warp w of group g in the CTA of rank r, the
+// warp-uniform (k + 1) * (w + 1 + Warps * r + g) (in every word of a 16-byte value: (1, 2, 3,
+// 4) times that), and waits for round k - 1 only after that. Every round one warp of every CTA
+// and one whole CTA of the cluster start late, so that others post up to a round ahead and read
+// while the late ones still post. out[round * threads + global thread] = the first word of its
+// total, out[(rounds + round) * threads + ..] = the sum of its words divided by 10.
+struct four_floats {
+  float v[4];
+};
+struct four_sum_op {
+  TILEKIT_DEVICE TILEKIT_INLINE four_floats operator()(four_floats a, four_floats b) const {
+    return {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2], a.v[3] + b.v[3]}};
+  }
+};
+constexpr int posted_rounds = 64;
+template <int Warps, int Ctas, class T>
+__global__ void __launch_bounds__(cta_threads) posted_reduce_kernel(float* out) {
+  constexpr int groups = cta_threads / warp_threads / Warps;
+  __shared__ posted_reduce_scratch<Warps, T, Ctas> scratch[groups];
+  if (threadIdx.x == 0)
+    for (int g = 0; g < groups; ++g) scratch[g].init();
+  init_barriers_fence();
+  if constexpr (Ctas > 1) cluster::sync();
+  else __syncthreads();
+  const size_t threads = size_t(gridDim.x) * cta_threads;
+  const size_t thread = size_t(blockIdx.x) * cta_threads + threadIdx.x;
+  const int warp = int(threadIdx.x) / warp_threads, group = warp / Warps, in_group = warp % Warps;
+  const int rank = Ctas > 1 ? int(cluster::rank()) : 0;
+  auto record = [&](int round, T total) {
+    if constexpr (std::is_same_v<T, float>) {
+      out[size_t(round) * threads + thread] = total;
+      out[size_t(posted_rounds + round) * threads + thread] = total;
+    } else {
+      out[size_t(round) * threads + thread] = total.v[0];
+      out[size_t(posted_rounds + round) * threads + thread] = (total.v[0] + total.v[1] + total.v[2] + total.v[3]) / 10.f;
+    }
+  };
+  for (int k = 0; k < posted_rounds; ++k) {
+    if (rank == k % Ctas) __nanosleep(3000);
+    if (warp == k % (cta_threads / warp_threads)) __nanosleep(2000);
+    const float v = float((k + 1) * (in_group + 1 + Warps * rank + group));
+    T value;
+    if constexpr (std::is_same_v<T, float>) value = v;
+    else value = {{v, 2 * v, 3 * v, 4 * v}};
+    posted_reduce_post(value, scratch[group], uint32_t(k), in_group);
+    if (k > 0) {
+      if constexpr (std::is_same_v<T, float>) record(k - 1, posted_reduce_wait(uint32_t(k - 1), sum_op{}, scratch[group]));
+      else record(k - 1, posted_reduce_wait(uint32_t(k - 1), four_sum_op{}, scratch[group]));
+    }
+  }
+  if constexpr (std::is_same_v<T, float>)
+    record(posted_rounds - 1, posted_reduce_wait(uint32_t(posted_rounds - 1), sum_op{}, scratch[group]));
+  else
+    record(posted_rounds - 1, posted_reduce_wait(uint32_t(posted_rounds - 1), four_sum_op{}, scratch[group]));
+  if constexpr (Ctas > 1) cluster::sync();  // no CTA exits while a peer may still send into it
+}
+
+template <int Warps, int Ctas, class T>
+void run_posted_reduce() {
+  SCOPED_TRACE(::testing::Message() << Warps << " warps per group, cluster of " << Ctas << ", " << sizeof(T)
+                                    << "-byte values");
+  constexpr int clusters = 2, ctas = clusters * Ctas, groups = cta_threads / warp_threads / Warps;
+  const size_t threads = size_t(ctas) * cta_threads;
+  device_buffer<float> out(threads * posted_rounds * 2);
+  launch_clusters(posted_reduce_kernel<Warps, Ctas, T>, ctas, cta_threads, Ctas, out.get());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const auto got = out.download();
+  for (int k = 0; k < posted_rounds; ++k)
+    for (size_t t = 0; t < threads; ++t) {
+      const int group = int(t % cta_threads) / warp_threads / Warps;
+      double base = 0;  // sum over the group's warps in every CTA of the cluster
+      for (int r = 0; r < Ctas; ++r)
+        for (int w = 0; w < Warps; ++w) base += w + 1 + Warps * r + group;
+      const float expected = float((k + 1) * base);
+      const float got_first = got[size_t(k) * threads + t], got_words = got[size_t(posted_rounds + k) * threads + t];
+      if (got_first != expected || got_words != expected) {
+        ADD_FAILURE() << "round " << k << " thread " << t << " (group " << group << " of " << groups << "): got "
+                      << got_first << " / " << got_words << ", expected " << expected;
+        return;
+      }
+    }
+}
+
 // Runs `kernel` on two clusters of cluster_size CTAs, in which round k of every thread reduces
 // (k + 1) * (thread % modulus + 1 + rank) over its cluster, and checks every round of every
 // thread exactly (small integers: exact in fp32).
@@ -233,16 +322,18 @@ void run_split_reduce(int cluster_size) { run_round_reductions(split_reduce_kern
 // bases whose differences are not integers, so that its rescaled terms round (an op that
 // rounded op(a, b) and op(b, a) differently, e.g. through a contracted FMA, would leave
 // butterfly partners with different bits).
-__host__ __device__ inline float slot_base(float x, int i) { return x * 0.71f + 0.13f * float(i); }
-constexpr int max_slots = 40;
+// Exact in fp32 for the small integers x of the test (multiples of 1/8 below 2^12), so that host
+// and device agree whether or not the compiler contracts it into an FMA.
+__host__ __device__ inline float slot_base(float x, int i) { return x * 0.75f + 0.125f * float(i % 64); }
+constexpr int max_slots = 256;
 __global__ void __launch_bounds__(64) reduce_slots_kernel(const float* in, int count, float* out) {
   __shared__ float slots[max_slots];
   __shared__ exp2_sum pairs[max_slots];
   __shared__ max_sum natural[max_slots];
-  if (threadIdx.x < count) {
-    slots[threadIdx.x] = in[threadIdx.x];
-    pairs[threadIdx.x] = {slot_base(in[threadIdx.x], int(threadIdx.x)), float(1 + threadIdx.x % 3)};
-    natural[threadIdx.x] = {slot_base(in[threadIdx.x], int(threadIdx.x)), float(1 + threadIdx.x % 3)};
+  for (int i = int(threadIdx.x); i < count; i += 64) {
+    slots[i] = in[i];
+    pairs[i] = {slot_base(in[i], i), float(1 + i % 3)};
+    natural[i] = {slot_base(in[i], i), float(1 + i % 3)};
   }
   __syncthreads();
   out[threadIdx.x] = reduce_slots(slots, uint32_t(count), sum_op{});
@@ -399,6 +490,18 @@ TEST_F(Reduce, WholeClusterCallsBackToBack) {
   run_fused_reduce(16);
 }
 
+// One CTA (groups of 4 and 8 warps; launched as clusters of 1), then clusters up to 16 CTAs x 8
+// warps (128 slots: reduce_slots' lane-strided path), with 16-byte values (st.async.v4).
+TEST_F(Reduce, PostedWarpPartialsOneRoundApart) {
+  run_posted_reduce<4, 1, float>();
+  run_posted_reduce<8, 1, float>();
+  run_posted_reduce<8, 2, float>();
+  run_posted_reduce<8, 4, four_floats>();
+  run_posted_reduce<8, 8, four_floats>();
+  run_posted_reduce<8, 16, float>();
+  run_posted_reduce<2, 16, four_floats>();
+}
+
 TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }
 TEST_F(Reduce, SoftmaxStatisticsClusterOf2) { run_softmax_stats(2); }
 TEST_F(Reduce, SoftmaxStatisticsClusterOf4) { run_softmax_stats(4); }
@@ -410,7 +513,7 @@ TEST_F(Reduce, SoftmaxStatisticsClusterOf16) { run_softmax_stats(16); }
 
 TEST_F(Reduce, SlotsLaneParallelOrInOrder) {
   std::mt19937_64 rng(test_seed() + 11);
-  for (int count : {1, 2, 3, 4, 5, 7, 8, 12, 16, 32, 33, max_slots}) {
+  for (int count : {1, 2, 3, 4, 5, 7, 8, 12, 16, 32, 33, 40, 64, 128, max_slots}) {
     SCOPED_TRACE(::testing::Message() << count << " slots");
     const auto host = small_integers(max_slots, rng);
     device_buffer<float> in(host);

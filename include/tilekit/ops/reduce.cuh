@@ -8,6 +8,9 @@
 //                               group of warps on its own named barrier)
 //   cluster : cluster_reduce    one value per CTA through distributed shared memory (st.async
 //                               completing on each peer's mbarrier), every CTA combines all
+//   posted  : posted_reduce_post / _wait   one value per WARP into every CTA's slots (a CTA, a
+//                               group of warps, or a cluster), no CTA barrier: a warp posts,
+//                               goes on, and collects the result later (end of this file)
 //
 // WarpUniform = true enters the ladder at the warp partials: every lane already holds its
 // warp's result (e.g. warp_exp_sum below, which needs the warp max before it can exponentiate).
@@ -483,14 +486,24 @@ TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, clust
 // 16: 4 levels against 15 ops in a chain, on every row's critical path). Every run of lanes
 // holds the same values in the same order, so every lane of every warp gets the same bits
 // (op commutative, as everywhere in this file). A count that is not a power of two, or above
-// 32, is combined in slot order instead. `map` turns a slot into the value combined (a fold
-// that needs per-slot arithmetic first, e.g. re-centering the LayerNorm partials).
+// 32, is combined in slot order instead; a power of two above 32 (the warp partials of a
+// posted reduction, below) lane-parallel again: lane l first combines slots l, l + 32, l + 64,
+// .. in that order, then the butterfly runs over all 32 lanes. `map` turns a slot into the
+// value combined (a fold that needs per-slot arithmetic first, e.g. re-centering the LayerNorm
+// partials).
 template <class T, class Op, class Map>
 TILEKIT_DEVICE TILEKIT_INLINE auto reduce_slots(const T* slots, uint32_t count, Op op, Map map) {
   if ((count & (count - 1)) == 0 && count <= uint32_t(warp_threads)) {
     auto value = map(slots[uint32_t(laneid()) & (count - 1)]);
     for (uint32_t lane_mask = count / 2; lane_mask > 0; lane_mask /= 2)
       value = op(value, detail::shuffle_xor(value, int(lane_mask)));
+    return value;
+  }
+  if ((count & (count - 1)) == 0) {
+    auto value = map(slots[laneid()]);
+    for (uint32_t s = uint32_t(laneid()) + warp_threads; s < count; s += warp_threads) value = op(value, map(slots[s]));
+    for (int lane_mask = warp_threads / 2; lane_mask > 0; lane_mask /= 2)
+      value = op(value, detail::shuffle_xor(value, lane_mask));
     return value;
   }
   auto value = map(slots[0]);
@@ -539,6 +552,104 @@ TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_r
   return cluster_reduce_wait_fold(detail::cluster_post<Threads, WarpUniform, false>(value, op, scratch), scratch, fold);
 }
 
+#endif  // __CUDACC__
+
+// ---------------------------------------------------------------------------------------------
+// Posted reductions: warp partials, no CTA barrier
+// ---------------------------------------------------------------------------------------------
+// A reduction over a group of Warps warps (warp-aligned, as for group_reduce) in each of the
+// Ctas CTAs of a cluster (Ctas = 1: one CTA, no cluster launch needed), from one warp-uniform
+// value per warp, in two halves that no thread ever waits inside:
+//   post(round): lane 0 of each warp writes the warp's partial into its own slot of this CTA
+//     (slot rank * Warps + warp of the round's buffer) and arrives on the round's mbarrier;
+//     lanes 1 .. Ctas - 1 send the same partial to the same slot of every peer with st.async,
+//     which completes on the peer's mbarrier (data and completion travel together). Each local
+//     arrival also announces the (Ctas - 1) partials its counterparts in the peers will send
+//     (arrive.expect_tx), so a round completes once all Warps x Ctas partials are in.
+//   wait(round): wait for the round's mbarrier, then combine the Warps x Ctas slots with
+//     reduce_slots (the same slots in the same order in every warp of every CTA: the same bits
+//     everywhere); every lane then marks its reads of the buffer done (`consumed`).
+// Unlike block_reduce / cluster_reduce, a warp that posted does not wait for the others: it
+// may go on with other work (e.g. the next row) and collect the result later, so the warps of
+// a row are no longer in lock-step. Rule: a warp waits for round n before it posts round n + 2
+// (post n + 1, wait n, post n + 2, ...: rows finished one row late). Then four buffers are
+// enough: a warp posting round r has seen round r - 2 complete, so every warp everywhere has
+// posted r - 2, which each did after its own wait for r - 4: every CTA has completed and read
+// the buffer (r - 4) % 4 that round r reuses, and no round-r byte can land in an older phase.
+// That order runs through another buffer's mbarrier, which compute-sanitizer's racecheck does
+// not follow (it reported every local slot write of round r as racing with the reads of round
+// r - 4), so the local writer also waits, explicitly, until every thread of the group in its
+// CTA has marked round r - 4 read (`consumed`, one arrival per thread: with one arrival per
+// warp after __syncwarp, racecheck still reported the other lanes' reads): by the argument
+// above that phase is already complete, so the wait is one test, and the order is one
+// racecheck checks.
+// Initialisation as for cluster_reduce (init by one thread, init_barriers_fence, then a CTA or
+// cluster barrier), and for Ctas > 1 the cluster exit rule (cluster::sync() before exit).
+// Shared memory: 4 x Warps x Ctas partials (16 warps x 8 CTAs x 16 bytes x 4 = 8 KiB) and 8
+// mbarriers.
+template <int Warps, class T = float, int Ctas = 1>
+struct alignas(16) posted_reduce_scratch {
+  static_assert(Warps >= 1 && Warps <= warp_threads, "posted reduction: 1..32 warps per group");
+  static_assert(Ctas >= 1 && Ctas <= max_cluster_ctas, "posted reduction: 1..16 CTAs");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                "posted reductions move each partial with one st.async of 4, 8 or 16 bytes");
+  static constexpr int buffers = 4;
+  static constexpr int slots_per_round = Warps * Ctas;
+  T slots[buffers][slots_per_round];
+  mbarrier arrived[buffers];   // the round's partials are in (Warps arrivals + the peers' bytes)
+  mbarrier consumed[buffers];  // every local thread has read the round (Warps x 32 arrivals)
+
+#if defined(__CUDACC__)
+  // Thread 0 only (see above).
+  TILEKIT_DEVICE TILEKIT_INLINE void init() {
+#pragma unroll
+    for (int b = 0; b < buffers; ++b) {
+      arrived[b].init(Warps);  // one arrival per local warp
+      consumed[b].init(Warps * warp_threads);
+    }
+  }
+#endif
+};
+
+#if defined(__CUDACC__)
+// First half (all lanes of each warp of the group, in every CTA): post this warp's partial of
+// `round` (rounds count 0, 1, 2, .. per warp, the same sequence in all warps). `warp` is the
+// warp's index in its group (0 .. Warps - 1).
+template <int Warps, class T, int Ctas>
+TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scratch<Warps, T, Ctas>& scratch,
+                                                     uint32_t round, int warp) {
+  using scratch_t = posted_reduce_scratch<Warps, T, Ctas>;
+  const uint32_t buffer = round % scratch_t::buffers;
+  const uint32_t rank = Ctas > 1 ? cluster::rank() : 0u;
+  T* slot = &scratch.slots[buffer][rank * Warps + uint32_t(warp)];
+  mbarrier& arrived = scratch.arrived[buffer];
+  const uint32_t lane = laneid();
+  if (lane == 0) {
+    // This CTA's warps have read the buffer's previous round (round - 4); see above.
+    if (round >= uint32_t(scratch_t::buffers)) scratch.consumed[buffer].wait((round / scratch_t::buffers - 1) % 2);
+    *slot = value;
+    // Release (CTA scope) of the slot write to the waiters; announces the peers' partials.
+    if constexpr (Ctas > 1) arrived.arrive_expect_tx(uint32_t((Ctas - 1) * sizeof(T)));
+    else arrived.arrive();
+  } else if constexpr (Ctas > 1) {
+    if (lane < uint32_t(Ctas)) {  // lane t sends to the peer of rank (rank + t) % Ctas
+      const uint32_t peer = (rank + lane) % uint32_t(Ctas);
+      cluster::store_remote_async(cluster::map_shared(slot, peer), value, cluster::map_shared(&arrived, peer));
+    }
+  }
+}
+
+// Second half (all lanes): the reduction of `round` over the group's warps in every CTA, the
+// same bits in every lane of every warp of every CTA.
+template <int Warps, class T, int Ctas, class Op>
+TILEKIT_DEVICE TILEKIT_INLINE T posted_reduce_wait(uint32_t round, Op op, posted_reduce_scratch<Warps, T, Ctas>& scratch) {
+  using scratch_t = posted_reduce_scratch<Warps, T, Ctas>;
+  const uint32_t buffer = round % scratch_t::buffers;
+  scratch.arrived[buffer].wait((round / scratch_t::buffers) % 2);
+  const T total = reduce_slots(static_cast<const T*>(scratch.slots[buffer]), uint32_t(scratch_t::slots_per_round), op);
+  scratch.consumed[buffer].arrive();  // release of this lane's slot reads
+  return total;
+}
 #endif  // __CUDACC__
 
 }  // namespace tilekit
