@@ -111,12 +111,15 @@
 //                                           const T* (&in)[K], pending&);   a warp-uniform partial
 //   template <class S> void finish(const P&, const row_place&, int64_t row, const pending&,
 //                                  reduce_value total);
-// and the kernel finishes each row one row later: it posts row r's partial, finishes row r - 1
-// (waiting for its total), then moves on. A cluster's exchange of row r's partials thus
-// travels while the CTAs compute row r + 1, instead of every row waiting for the slowest CTA
-// of the cluster (measured on the H200: the exchange, not the math, bounds wide rows). Only
-// rows split over a cluster are deferred: elsewhere the reduction completes when posted, and
-// holding a row's state across the next one would only cost registers.
+// and the kernel finishes each row one row later: every WARP posts its partial of row r
+// (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
+// finishes row r - 1 (waiting for that row's total only), then moves on; the stage is released
+// warp by warp too (see the loop). So the warps of a row -- 2 to 16 of a CTA, times the CTAs of
+// a cluster -- never wait for each other in lock-step: a slow warp's or a slow CTA's partial
+// is collected one row later, while everyone computes the next row. Rows of one warp are not
+// deferred (their warp butterfly completes at once, and holding a row's state across the next
+// one would only cost registers; rows of 2 or 3 warps measured slower deferred, see
+// row_defer_min_warps).
 
 #include <cuda_runtime.h>
 
@@ -153,6 +156,10 @@ struct row_config {
 };
 
 inline constexpr int row_cta_threads = 512;
+// Rows of fewer warps are not deferred (see "Deferred rows"): measured on the H200 (CE forward,
+// 2026-11-30), rows of 2 warps lost 5% deferred (4K columns: 0.971 -> 0.923x copy), while 4 warps
+// (8K) were even and 8-16 warps and clusters gained (16K 0.85 -> 0.91, 256K 0.66 -> 0.69).
+inline constexpr int row_defer_min_warps = 4;
 
 // Stage release of staged launches with several row groups per CTA (see "Stage release").
 #ifndef TILEKIT_CHECKABLE_RELEASE
@@ -312,6 +319,10 @@ struct row_schedule {
   static constexpr int cluster_ctas = config.cluster_ctas;
   static constexpr int cta_threads = row_cta_threads;
   static constexpr bool warp_per_row = group_threads == warp_threads;
+  static constexpr int group_warps = group_threads / warp_threads;
+  // Deferred rows (see above): rows of 4 warps or more, whose reduction is posted warp by warp
+  // (posted_reduce_post) and collected one row later.
+  static constexpr bool defers = Op::deferred_rows && group_warps >= row_defer_min_warps;
   using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
   static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk of a row
   static constexpr int max_cols = chunk_cols * cluster_ctas;
@@ -344,8 +355,8 @@ struct row_schedule {
 
   // Shared memory for reductions of V: nothing for a warp per row, two alternating
   // block_reduce scratch arrays per group (one barrier per reduction), or the cluster scratch
-  // (four sets of slots for deferred rows' split calls) and two alternating arrays for
-  // reductions over the CTA's slice only (reduce_cta).
+  // and two alternating arrays for reductions over the CTA's slice only (reduce_cta); for
+  // deferred rows, the posted-reduction slots of every group (posted_storage).
   struct empty_storage {};
   template <class V>
   struct group_storage {
@@ -353,7 +364,7 @@ struct row_schedule {
   };
   template <class V>
   struct cluster_storage {
-    cluster_reduce_scratch<cta_threads, V, Op::deferred_rows ? 4 : 2> cluster;
+    cluster_reduce_scratch<cta_threads, V> cluster;
     block_reduce_scratch<cta_threads, V> slice[2];
 #if defined(__CUDACC__)
     TILEKIT_DEVICE TILEKIT_INLINE void init() { cluster.init(); }  // thread 0
@@ -362,6 +373,16 @@ struct row_schedule {
   template <class V>
   using reduce_storage = std::conditional_t<warp_per_row, empty_storage,
                                             std::conditional_t<(cluster_ctas > 1), cluster_storage<V>, group_storage<V>>>;
+  template <class V>
+  struct posted_storage {
+    posted_reduce_scratch<group_warps, V, cluster_ctas> group[groups];
+#if defined(__CUDACC__)
+    TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0
+#pragma unroll
+      for (int g = 0; g < groups; ++g) group[g].init();
+    }
+#endif
+  };
 
   // Reduce over the threads of the row (all of them call it); every one gets the result.
   // WarpUniform: the value is already reduced over each warp (identical in its lanes). `call`
@@ -396,18 +417,18 @@ struct row_schedule {
     return cluster_reduce_fold<cta_threads, WarpUniform>(value, op, storage.cluster, fold);
   }
 
-  // A cluster reduction in two halves (deferred rows, which only clusters have): post() starts
-  // it and returns its round (cluster_reduce_post), wait(round) gives the result
-  // (cluster_reduce_wait).
-  template <bool WarpUniform, class Storage, class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static uint32_t post(V value, ReduceOp op, Storage& storage) {
-    static_assert(cluster_ctas > 1, "post: only clusters defer rows");
-    return cluster_reduce_post<cta_threads, WarpUniform>(value, op, storage.cluster);
+  // The row's reduction in two halves (deferred rows): post() sends this warp's warp-uniform
+  // partial of round `round` to its group's slots (in every CTA of the cluster), wait(round)
+  // collects the total; no CTA barrier in either (posted_reduce_post / _wait).
+  template <class V, class Storage>
+  TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round) {
+    static_assert(defers, "post: only deferred rows of more than one warp");
+    posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads);
   }
   template <class V, class Storage, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static V wait(uint32_t round, ReduceOp op, Storage& storage) {
-    static_assert(cluster_ctas > 1, "wait: only clusters defer rows");
-    return cluster_reduce_wait<cta_threads>(round, op, storage.cluster);
+  TILEKIT_DEVICE TILEKIT_INLINE static V wait(uint32_t round, ReduceOp op, Storage& storage, const row_place& at) {
+    static_assert(defers, "wait: only deferred rows of more than one warp");
+    return posted_reduce_wait(round, op, storage.group[at.group]);
   }
 #endif
 };
@@ -434,9 +455,14 @@ struct row_reduce_storage {
   std::conditional_t<std::is_same_v<Value, float>, typename S::empty_storage,
                      typename S::template reduce_storage<Value>>
       values;
-  TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0, clusters only
-    floats.init();
-    if constexpr (!std::is_same_v<Value, float>) values.init();
+  // Deferred rows' posted reductions of the op's reduce_value.
+  std::conditional_t<S::defers, typename S::template posted_storage<Value>, typename S::empty_storage> posted;
+  TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0, before the kernel's first barrier
+    if constexpr (S::cluster_ctas > 1) {
+      floats.init();
+      if constexpr (!std::is_same_v<Value, float>) values.init();
+    }
+    if constexpr (S::defers) posted.init();
   }
 };
 
@@ -451,6 +477,7 @@ struct row_context {
   Storage& storage;
   const row_place& at;
   mutable uint32_t calls = 0;  // this thread's reductions so far (see row_schedule::reduce)
+  mutable uint32_t posts = 0;  // this thread's posted reductions so far (deferred rows)
   static constexpr bool cluster = S::cluster_ctas > 1;
   // Whether reductions of V have scratch here (floats, and the op's reduce_value).
   template <class V>
@@ -473,15 +500,18 @@ struct row_context {
   TILEKIT_DEVICE TILEKIT_INLINE V reduce_warps(V value, ReduceOp op) const {
     return reduce_from<true>(value, op);
   }
-  // reduce_warps in two halves (the kernel's deferred rows; an op's row() does not need them):
-  // post_warps returns the reduction's round, wait<V>(round) its result.
-  template <class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value, ReduceOp op) const {
-    return S::template post<true>(value, op, storage_of<V>());
+  // reduce_warps in two halves, for the kernel's deferred rows of the op's reduce_value (an
+  // op's row() does not need them): post_warps returns the reduction's round, wait(round) its
+  // result (row_schedule::post / wait).
+  template <class V>
+  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value) const {
+    const uint32_t round = posts++;
+    S::post(value, storage.posted, at, round);
+    return round;
   }
   template <class V, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE V wait(uint32_t round, ReduceOp op) const {
-    return S::template wait<V>(round, op, storage_of<V>());
+    return S::template wait<V>(round, op, storage.posted, at);
   }
 
  private:
@@ -604,7 +634,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   __shared__ int64_t claimed_items[order_t::slots];
   order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
-    if constexpr (S::cluster_ctas > 1) storage.init();
+    storage.init();
     if constexpr (Staged) stream.init(row_cta_threads);  // empty[]: every thread (checkable release)
     for (int s = 0; s < stream_t::stages; ++s) stage_leavers[s] = 0;
     order.start();
@@ -645,7 +675,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     typename Op::pending state{};
     uint32_t round = 0;  // of its cluster reduction
   };
-  constexpr bool defer = Op::deferred_rows && S::cluster_ctas > 1;
+  constexpr bool defer = S::defers;
   [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
   stage_ring<stream_t::stages> ring;
   for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
@@ -668,7 +698,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
           typename Op::pending state;
           const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
           if constexpr (defer) {
-            const uint32_t round = ctx.post_warps(partial, reduce_op{});
+            const uint32_t round = ctx.post_warps(partial);
             if (in_flight.valid)
               op.template finish<S>(p, at, in_flight.row, in_flight.state,
                                     ctx.template wait<value>(in_flight.round, reduce_op{}));
@@ -682,16 +712,17 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       }
       current[k] = next[k];
     }
-    if constexpr (Staged && S::groups > 1) {
-      // Several row groups per CTA: release without a CTA barrier. Each warp counts itself out
-      // of the stage, and the LAST warp out refills it; warps that finish early go on to the
-      // next stage instead of waiting for the slowest group (they can run at most one lap
-      // ahead: a stage is refilled only when every warp left it). The count never resets (a
-      // lap adds 16, and no warp counts itself into the next lap before the refill).
+    if constexpr (Staged && (S::groups > 1 || defer)) {
+      // Several row groups per CTA, or deferred rows: release without a CTA barrier. Each warp
+      // counts itself out of the stage, and the LAST warp out refills it; warps that finish
+      // early go on to the next stage instead of waiting for the slowest group (they can run at
+      // most one lap ahead: a stage is refilled only when every warp left it). The count never
+      // resets (a lap adds 16, and no warp counts itself into the next lap before the refill).
       // Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm forward
       // +5% at 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and more, whose
       // warps meet in every reduction anyway) it was 2-6% slower than the barrier below, so
-      // those keep it. See "Stage release" above for the two orderings.
+      // those keep it, unless their rows are deferred (no reduction meets the warps). See
+      // "Stage release" above for the two orderings.
       constexpr unsigned warps = row_cta_threads / warp_threads;
       if constexpr (row_checkable_release) stream.release(ring);
       __syncwarp();

@@ -319,8 +319,8 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
 }
 
 // Enough rows that every persistent worker takes several items: the forward without dlogits
-// finishes each row of a cluster class one row later (deferred rows), across items, with the
-// split cluster reduction in flight, and the last row of each worker after its loop.
+// finishes each row of 4 warps or more one row later (deferred rows), across items, with the
+// posted reduction of the next row in flight, and the last row of each worker after its loop.
 TEST_F(CrossEntropy, ManyRowsPerWorker) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   check<bf16>(20000, 100, 0, o, /*fused=*/false);
@@ -328,6 +328,20 @@ TEST_F(CrossEntropy, ManyRowsPerWorker) {
   check<float>(1500, 1000, 0, o, /*fused=*/false);
   check<fp16>(400, 65543, 0, {}, /*fused=*/false);
   check<bf16>(1000, 2048, 0, o, /*fused=*/true);
+}
+
+// Deferred rows in every kind of group, each worker running through its four posted-reduction
+// buffers several times (> 8 rows per group): 4 warps per row (8K columns, 4 groups per CTA), 8
+// warps (16K, 2 groups), 16 warps (32K, the whole CTA), and clusters of 2 (fp32, 20000
+// columns), 4 and 8 CTAs (bf16, 65543 and 262144 columns).
+TEST_F(CrossEntropy, DeferredRowsManyRounds) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  check<bf16>(5000, 8000, 0, o, /*fused=*/false);
+  check<bf16>(2400, 16000, 0, o, /*fused=*/false);
+  check<bf16>(1400, 30000, 0, o, /*fused=*/false);
+  check<float>(700, 20000, 0, o, /*fused=*/false);
+  check<bf16>(350, 65543, 0, {}, /*fused=*/false);
+  check<bf16>(150, 262144, 0, o, /*fused=*/false);
 }
 
 // With dlogits, 16-bit logits of 32K columns and more are held as packed pairs too
