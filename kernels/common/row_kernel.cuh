@@ -114,12 +114,11 @@
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
 // finishes row r - 1 (waiting for that row's total only), then moves on; the stage is released
-// warp by warp too (see the loop). So the warps of a row -- 2 to 16 of a CTA, times the CTAs of
+// warp by warp too (see the loop). So the warps of a row -- 4 to 16 of a CTA, times the CTAs of
 // a cluster -- never wait for each other in lock-step: a slow warp's or a slow CTA's partial
-// is collected one row later, while everyone computes the next row. Rows of one warp are not
-// deferred (their warp butterfly completes at once, and holding a row's state across the next
-// one would only cost registers; rows of 2 or 3 warps measured slower deferred, see
-// row_defer_min_warps).
+// is collected one row later, while everyone computes the next row. Rows of fewer warps finish
+// at once (a warp's butterfly completes when it ends, and rows of 2 warps measured slower
+// deferred: holding a row's state across the next one costs registers; row_defer_min_warps).
 
 #include <cuda_runtime.h>
 
@@ -422,12 +421,12 @@ struct row_schedule {
   // collects the total; no CTA barrier in either (posted_reduce_post / _wait).
   template <class V, class Storage>
   TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round) {
-    static_assert(defers, "post: only deferred rows of more than one warp");
+    static_assert(defers, "post: only deferred rows of row_defer_min_warps warps or more");
     posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads);
   }
   template <class V, class Storage, class ReduceOp>
   TILEKIT_DEVICE TILEKIT_INLINE static V wait(uint32_t round, ReduceOp op, Storage& storage, const row_place& at) {
-    static_assert(defers, "wait: only deferred rows of more than one warp");
+    static_assert(defers, "wait: only deferred rows of row_defer_min_warps warps or more");
     return posted_reduce_wait(round, op, storage.group[at.group]);
   }
 #endif
