@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     bool valid = false;
     int64_t row = 0;
     typename Op::pending state{};
-    uint32_t round = 0;  // of its cluster reduction
+    uint32_t round = 0;  // of its posted reduction
   };
   constexpr bool defer = S::defers;
   [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;

@@ -230,9 +230,9 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
 // dlogits its rows end in two scalars (loss, lse), so they are deferred rows: partial() gives
-// the row's warp statistics, the kernel posts them and finish() writes the loss (for rows
-// split over a cluster one row later, while the next row is computed: the cluster exchange is
-// then not waited for).
+// the row's warp statistics, the kernel posts them and finish() writes the loss (for rows of
+// 4 warps or more one row later, while the next row is computed: no warp or CTA of the row
+// waits for the others).
 // With dlogits, row() does both and then writes the gradient.
 template <class T, bool WriteGradient>
 struct ce_forward_op : row_op_defaults {
