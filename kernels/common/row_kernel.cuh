@@ -104,21 +104,26 @@
 // `in[i]` points at this CTA's chunk of row `row` of matrix i in shared memory (16-byte
 // aligned: read it with load_row_aligned); ctx.reduce(value, op) reduces over the row's group.
 //
-// Deferred rows (an op with `deferred_rows = true`, whose rows end in per-row scalars only,
-// e.g. the cross-entropy forward without dlogits): instead of row(), the op gives
-//   using reduce_op = R;  struct pending { ... };     the combine; what finish() needs of a row
+// Deferred rows (an op whose `deferred_rows(config)` is true for a size class): besides row(),
+// which the other classes use, the op splits its row in two halves,
+//   template <class S> struct pending { ... };        what finish() needs of a row (e.g. the
+//                                                      row itself, as packed pairs)
 //   template <class S> reduce_value partial(const P&, const row_place&, int64_t row, row_scalars,
-//                                           const T* (&in)[K], pending&);   a warp-uniform partial
-//   template <class S> void finish(const P&, const row_place&, int64_t row, const pending&,
-//                                  reduce_value total);
+//                                           const T* (&in)[K], pending<S>&);   a warp-uniform partial
+//   template <class S> R total(const P&, const reduce_value* partials, uint32_t count) const;
+//                                                      the row's total from its warps' partials
+//   template <class S> void finish(const P&, const row_place&, int64_t row, const pending<S>&,
+//                                  R total);           the row's outputs
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
-// finishes row r - 1 (waiting for that row's total only), then moves on; the stage is released
-// warp by warp too (see the loop). So the warps of a row -- 4 to 16 of a CTA, times the CTAs of
-// a cluster -- never wait for each other in lock-step: a slow warp's or a slow CTA's partial
-// is collected one row later, while everyone computes the next row. Rows of fewer warps finish
-// at once (a warp's butterfly completes when it ends, and rows of 2 warps measured slower
-// deferred: holding a row's state across the next one costs registers; row_defer_min_warps).
+// finishes row r - 1 (waiting for that row's partials only), then moves on; the stage is
+// released warp by warp too (see the loop), as soon as partial() has read it: an op that writes
+// the row (a norm's y) keeps what it needs in `pending`, in registers. So the warps of a row --
+// 4 to 16 of a CTA, times the CTAs of a cluster -- never wait for each other in lock-step: a
+// slow warp's or a slow CTA's partial is collected one row later, while everyone computes the
+// next row. Rows of fewer warps are not deferred (a warp's butterfly completes when it ends,
+// and rows of 2 warps measured slower deferred: holding a row's state across the next one
+// costs registers; row_defer_min_warps).
 
 #include <cuda_runtime.h>
 
@@ -252,9 +257,12 @@ inline constexpr row_table wide_row_table = {{
 template <class S>
 inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.pairs;
 
-// Shared memory the stream stages and the op's own arrays may use together (the opt-in maximum
-// is 227 KiB; the rest is for the static reduction scratch).
-inline constexpr size_t stream_budget_bytes = 224 * 1024;
+// Shared memory the stream stages and the op's own arrays may use together: the opt-in maximum
+// (227 KiB) less the static shared memory, 3 KiB for the reduction scratch, or for deferred
+// rows 1 KiB plus their posted partials (up to 16 KiB; row_schedule).
+inline constexpr size_t shared_limit_bytes = 227 * 1024;
+inline constexpr size_t stream_budget_bytes = shared_limit_bytes - 3 * 1024;
+inline constexpr size_t deferred_static_bytes = 1024;  // besides the posted partials
 inline constexpr int max_stream_stages = 8;
 // Most CTAs a persistent launch uses (the SMs of an H100 / H200): keeps per-worker workspaces a
 // function of the shape alone.
@@ -288,10 +296,13 @@ struct row_place {
 struct row_op_defaults {
   static constexpr const row_table& table = default_row_table;  // size classes (see above)
   static constexpr bool per_worker_results = false;
-  static constexpr bool deferred_rows = false;  // see "Deferred rows" above
+  // Whether the rows of size class `c` are deferred (see "Deferred rows" above; classes of
+  // fewer than row_defer_min_warps warps never are).
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return false; }
   static constexpr bool claim_items = true;     // see "Item order" above
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
+  template <class S>
   struct pending {};
 #if defined(__CUDACC__)
   template <class P>
@@ -321,14 +332,19 @@ struct row_schedule {
   static constexpr int group_warps = group_threads / warp_threads;
   // Deferred rows (see above): rows of 4 warps or more, whose reduction is posted warp by warp
   // (posted_reduce_post) and collected one row later.
-  static constexpr bool defers = Op::deferred_rows && group_warps >= row_defer_min_warps;
+  static constexpr bool defers = Op::deferred_rows(config) && group_warps >= row_defer_min_warps;
   using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
   static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk of a row
   static constexpr int max_cols = chunk_cols * cluster_ctas;
 
   static constexpr size_t stage_bytes = size_t(rows_per_item) * chunk_cols * sizeof(T) * Inputs;
-  static constexpr size_t stream_bytes_available =
-      OpSharedBytes < stream_budget_bytes ? stream_budget_bytes - OpSharedBytes : 0;
+  // Deferred rows' posted reductions (static shared memory, row_reduce_storage): 4 rounds of
+  // one partial per warp and CTA, e.g. 16 KiB for 16-byte partials of 16 warps x 16 CTAs.
+  static constexpr size_t posted_bytes =
+      defers ? groups * sizeof(posted_reduce_scratch<group_warps, typename Op::reduce_value, cluster_ctas>) : 0;
+  static constexpr size_t stream_budget = defers ? shared_limit_bytes - deferred_static_bytes - posted_bytes
+                                                 : stream_budget_bytes;
+  static constexpr size_t stream_bytes_available = OpSharedBytes < stream_budget ? stream_budget - OpSharedBytes : 0;
   static constexpr int stages = int(std::min<size_t>(max_stream_stages, stream_bytes_available / stage_bytes));
   using stream = row_stream<T, Inputs, rows_per_item, chunk_cols, stages < 1 ? 1 : stages>;
 
@@ -418,16 +434,17 @@ struct row_schedule {
 
   // The row's reduction in two halves (deferred rows): post() sends this warp's warp-uniform
   // partial of round `round` to its group's slots (in every CTA of the cluster), wait(round)
-  // collects the total; no CTA barrier in either (posted_reduce_post / _wait).
+  // collects the total, fold(partials, count); no CTA barrier in either (posted_reduce_post /
+  // posted_reduce_wait_fold).
   template <class V, class Storage>
   TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round) {
     static_assert(defers, "post: only deferred rows of row_defer_min_warps warps or more");
     posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads);
   }
-  template <class V, class Storage, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE static V wait(uint32_t round, ReduceOp op, Storage& storage, const row_place& at) {
+  template <class Storage, class Fold>
+  TILEKIT_DEVICE TILEKIT_INLINE static auto wait(uint32_t round, Fold fold, Storage& storage, const row_place& at) {
     static_assert(defers, "wait: only deferred rows of row_defer_min_warps warps or more");
-    return posted_reduce_wait(round, op, storage.group[at.group]);
+    return posted_reduce_wait_fold(round, storage.group[at.group], fold);
   }
 #endif
 };
@@ -450,14 +467,15 @@ inline constexpr bool row_claimable = Op::claim_items && S::cluster_ctas == 1 &&
 template <class S, class Value>
 struct row_reduce_storage {
   using value_type = Value;
-  typename S::template reduce_storage<float> floats;
-  std::conditional_t<std::is_same_v<Value, float>, typename S::empty_storage,
+  // Deferred schedules only post (their ops' row() is not called).
+  std::conditional_t<S::defers, typename S::empty_storage, typename S::template reduce_storage<float>> floats;
+  std::conditional_t<std::is_same_v<Value, float> || S::defers, typename S::empty_storage,
                      typename S::template reduce_storage<Value>>
       values;
   // Deferred rows' posted reductions of the op's reduce_value.
   std::conditional_t<S::defers, typename S::template posted_storage<Value>, typename S::empty_storage> posted;
   TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0, before the kernel's first barrier
-    if constexpr (S::cluster_ctas > 1) {
+    if constexpr (S::cluster_ctas > 1 && !S::defers) {
       floats.init();
       if constexpr (!std::is_same_v<Value, float>) values.init();
     }
@@ -500,17 +518,17 @@ struct row_context {
     return reduce_from<true>(value, op);
   }
   // reduce_warps in two halves, for the kernel's deferred rows of the op's reduce_value (an
-  // op's row() does not need them): post_warps returns the reduction's round, wait(round) its
-  // result (row_schedule::post / wait).
+  // op's row() does not need them): post_warps returns the reduction's round, wait(round,
+  // fold) the fold of its partials (row_schedule::post / wait).
   template <class V>
   TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value) const {
     const uint32_t round = posts++;
     S::post(value, storage.posted, at, round);
     return round;
   }
-  template <class V, class ReduceOp>
-  TILEKIT_DEVICE TILEKIT_INLINE V wait(uint32_t round, ReduceOp op) const {
-    return S::template wait<V>(round, op, storage.posted, at);
+  template <class Fold>
+  TILEKIT_DEVICE TILEKIT_INLINE auto wait(uint32_t round, Fold fold) const {
+    return S::wait(round, fold, storage.posted, at);
   }
 
  private:
@@ -603,6 +621,14 @@ TILEKIT_DEVICE TILEKIT_INLINE void copy_item(const Stream& stream, const row_sou
   __syncthreads();
 }
 
+// The total of deferred row `round` from its warps' partials (the op's fold).
+template <class S, class Op, class P, class Ctx>
+TILEKIT_DEVICE TILEKIT_INLINE auto deferred_total(const Op& op, const P& p, const Ctx& ctx, uint32_t round) {
+  return ctx.wait(round, [&](const typename Op::reduce_value* partials, uint32_t count) {
+    return op.template total<S>(p, partials, count);
+  });
+}
+
 // Claimed: the items come from slot `claim_slot` of row_claim_counters (this launch's stream's;
 // staged and row_claimable only), else in the static order (claim_slot unused).
 template <class Op, int ConfigIndex, bool Staged, bool Claimed = false>
@@ -668,10 +694,11 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   int64_t item = order.first();
   fetch(item, current);
   // Deferred rows: the one row whose reduction is in flight while the next row is computed.
+  using pending = typename Op::template pending<S>;
   struct in_flight_row {
     bool valid = false;
     int64_t row = 0;
-    typename Op::pending state{};
+    pending state{};
     uint32_t round = 0;  // of its posted reduction
   };
   constexpr bool defer = S::defers;
@@ -691,20 +718,12 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         const T* in[K];
 #pragma unroll
         for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
-        if constexpr (Op::deferred_rows) {
-          using reduce_op = typename Op::reduce_op;
-          using value = typename Op::reduce_value;
-          typename Op::pending state;
-          const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
-          if constexpr (defer) {
-            const uint32_t round = ctx.post_warps(partial);
-            if (in_flight.valid)
-              op.template finish<S>(p, at, in_flight.row, in_flight.state,
-                                    ctx.template wait<value>(in_flight.round, reduce_op{}));
-            in_flight = {true, row, state, round};
-          } else {
-            op.template finish<S>(p, at, row, state, ctx.reduce_warps(partial, reduce_op{}));
-          }
+        if constexpr (defer) {
+          pending state;
+          const uint32_t round = ctx.post_warps(op.template partial<S>(p, at, row, current[k], in, state));
+          if (in_flight.valid)
+            op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
+          in_flight = {true, row, state, round};
         } else {
           op.template row<S>(p, at, row, current[k], in, ctx);
         }
@@ -750,8 +769,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   if (threadIdx.x == 0) order.finish();
   if constexpr (defer) {
     if (in_flight.valid)
-      op.template finish<S>(p, at, in_flight.row, in_flight.state,
-                            ctx.template wait<typename Op::reduce_value>(in_flight.round, typename Op::reduce_op{}));
+      op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
   }
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
   op.template end<S>(p, at, op_shared);

@@ -230,19 +230,18 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
 // dlogits its rows end in two scalars (loss, lse), so they are deferred rows: partial() gives
-// the row's warp statistics, the kernel posts them and finish() writes the loss (for rows of
-// 4 warps or more one row later, while the next row is computed: no warp or CTA of the row
-// waits for the others).
+// the row's warp statistics, the kernel posts them and finish() writes the loss, for rows of 4
+// warps or more one row later, while the next row is computed (no warp or CTA of the row waits
+// for the others); narrower rows take row(), which does both at once.
 // With dlogits, row() does both and then writes the gradient.
 template <class T, bool WriteGradient>
 struct ce_forward_op : row_op_defaults {
   using element = T;
   using reduce_value = ce_stats;
-  using reduce_op = ce_stats_op;
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
-  static constexpr bool deferred_rows = !WriteGradient;
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return !WriteGradient; }
   // Static item order: claimed, these kernels measured 2-16% slower (row_kernel.cuh, "Item order").
   static constexpr bool claim_items = false;
   // 16-bit logits held as packed pairs (packed_rows<S>): without dlogits from 1K columns on
@@ -258,14 +257,16 @@ struct ce_forward_op : row_op_defaults {
   TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return fetch_ce_row(p, row, false); }
 
   // What finish() needs of a row besides its statistics.
-  struct pending {
+  struct label_state {
     ce_label label;
     float label_logit;  // the label's logit, read by the thread that owns its column
   };
+  template <class S>
+  using pending = label_state;
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats partial(const params& p, const row_place& at, int64_t, const ce_row& r,
-                                                 const T* (&in)[1], pending& out) {
+                                                 const T* (&in)[1], label_state& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     out.label = locate_label<layout>(r, at, p.ignore_index, p.cols);
@@ -282,7 +283,11 @@ struct ce_forward_op : row_op_defaults {
   }
 
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending& pend,
+  TILEKIT_DEVICE TILEKIT_INLINE ce_stats total(const params&, const ce_stats* partials, uint32_t count) const {
+    return reduce_slots(partials, count, ce_stats_op{});
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const label_state& pend,
                                             const ce_stats& total) {
     write_loss(p, at, row, pend, total);
   }
@@ -290,7 +295,19 @@ struct ce_forward_op : row_op_defaults {
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                          const T* (&in)[1], const Ctx& ctx) {
-    static_assert(WriteGradient, "without dlogits the rows are deferred (partial / finish)");
+    if constexpr (WriteGradient) {
+      row_with_gradient<S>(p, at, row, r, in, ctx);
+    } else {  // rows of fewer than row_defer_min_warps warps: both halves at once
+      label_state pend;
+      const ce_stats warp = partial<S>(p, at, row, r, in, pend);
+      write_loss(p, at, row, pend, ctx.reduce_warps(warp, ce_stats_op{}));
+    }
+  }
+
+ private:
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row_with_gradient(const params& p, const row_place& at, int64_t row, const ce_row& r,
+                                                       const T* (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
@@ -350,7 +367,6 @@ struct ce_forward_op : row_op_defaults {
     }
   }
 
- private:
   // The float path's warp partial; values := exp(x - warp max) in natural units (the max's term
   // is exactly 1, so lse and the loss are exact for a one-element row: loss 0 at vocab = 1).
   template <class Layout>
@@ -371,7 +387,7 @@ struct ce_forward_op : row_op_defaults {
   // the leader writes it, the thread holding the label's column writes the loss (the leader when
   // there is no valid label). Returns lse.
   TILEKIT_DEVICE TILEKIT_INLINE static float write_loss(const params& p, const row_place& at, int64_t row,
-                                                        const pending& pend, const ce_stats& total) {
+                                                        const label_state& pend, const ce_stats& total) {
     const float lse = total.max + log2_fast(total.sum_exp) * ln2;
     if (at.leader() && p.lse) p.lse[row] = lse;
     const ce_label& label = pend.label;

@@ -639,16 +639,29 @@ TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scr
   }
 }
 
-// Second half (all lanes): the reduction of `round` over the group's warps in every CTA, the
-// same bits in every lane of every warp of every CTA.
-template <int Warps, class T, int Ctas, class Op>
-TILEKIT_DEVICE TILEKIT_INLINE T posted_reduce_wait(uint32_t round, Op op, posted_reduce_scratch<Warps, T, Ctas>& scratch) {
+// Second half, with the caller's own combine (all lanes): wait for every warp's partial of
+// `round` and return fold(partials, Warps x Ctas), partials[rank * Warps + warp] being that
+// warp's (in this CTA's shared memory). Every lane of every warp of every CTA sees the same
+// partials in the same order, so a fold that depends on nothing else (e.g. one made with
+// reduce_slots) gives the same bits everywhere. For combines that are not one op over the
+// partials, e.g. the LayerNorm's (mean, deviation sums, count) per warp.
+template <int Warps, class T, int Ctas, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto posted_reduce_wait_fold(uint32_t round, posted_reduce_scratch<Warps, T, Ctas>& scratch,
+                                                           Fold fold) {
   using scratch_t = posted_reduce_scratch<Warps, T, Ctas>;
   const uint32_t buffer = round % scratch_t::buffers;
   scratch.arrived[buffer].wait((round / scratch_t::buffers) % 2);
-  const T total = reduce_slots(static_cast<const T*>(scratch.slots[buffer]), uint32_t(scratch_t::slots_per_round), op);
+  const auto total = fold(static_cast<const T*>(scratch.slots[buffer]), uint32_t(scratch_t::slots_per_round));
   scratch.consumed[buffer].arrive();  // release of this lane's slot reads
   return total;
+}
+
+// Second half (all lanes): the reduction of `round` over the group's warps in every CTA
+// (reduce_slots), the same bits in every lane of every warp of every CTA.
+template <int Warps, class T, int Ctas, class Op>
+TILEKIT_DEVICE TILEKIT_INLINE T posted_reduce_wait(uint32_t round, Op op, posted_reduce_scratch<Warps, T, Ctas>& scratch) {
+  return posted_reduce_wait_fold(round, scratch,
+                                 [op](const T* slots, uint32_t count) { return reduce_slots(slots, count, op); });
 }
 #endif  // __CUDACC__
 
