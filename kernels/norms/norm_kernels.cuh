@@ -138,60 +138,88 @@ struct sum2_op {
   TILEKIT_HOST_DEVICE static constexpr float2 identity() { return float2{0.0f, 0.0f}; }
 };
 
-// LayerNorm statistics of a row split over a cluster, in ONE cluster exchange (two would each
-// wait for the slowest CTA of the cluster; measured on the H200, those waits, not bytes or
-// math, are what wide rows lose). Each CTA makes both passes over its own slice: its mean m_c
-// (a CTA reduction), then the sums of d = x - m_c and d^2 (s_c, q_c; s_c is not 0 but the
-// rounding error of m_c, which the fold below corrects: the corrected two-pass algorithm), and
-// sends the partial (m_c, s_c, q_c, n_c). The fold takes K = m_0 (rank 0's mean) as the shift,
-// e_c = m_c - K, and sums exactly what the whole row's sums around K are:
-//   S = sum_c (n_c e_c + s_c)                      = sum(x - K)
-//   Q = sum_c (q_c + e_c (2 s_c + n_c e_c))        = sum((x - K)^2)
+// LayerNorm moments of a row from partials of its slices (the CTAs of a cluster, or the warps
+// of a deferred row), in ONE exchange (two would each wait for the slowest slice; measured on
+// the H200, those waits, not bytes or math, are what wide rows lose). Each slice makes both
+// passes over its own columns: its mean m_i, then the sums of d = x - m_i and d^2 (s_i, q_i;
+// s_i is not 0 but the rounding error of m_i, which the fold corrects: the corrected two-pass
+// algorithm), and sends the partial (m_i, s_i, q_i, n_i). The fold takes K = m_0 (the first
+// slice's mean) as the shift, e_i = m_i - K, and sums exactly what the row's sums around K are:
+//   S = sum_i (n_i e_i + s_i)                      = sum(x - K)
+//   Q = sum_i (q_i + e_i (2 s_i + n_i e_i))        = sum((x - K)^2)
 //   mean = K + S / n,   M2 = Q - S^2 / n
-// No term is large: e_c and s_c are deviations, and K is within sqrt(n / n_0) standard
-// deviations of the mean (Cauchy-Schwarz on slice 0), so Q <= (1 + n / n_0) M2 (<= 17 M2 for 16
-// CTAs; ~M2 for rows of one distribution) and the subtraction loses at most ~4 bits, against
-// the ~1e-7 relative error of Q. Every thread folds the same partials in the same order
-// (reduce_slots): the same bits in every CTA.
+// No term is large: e_i and s_i are deviations, and K is within sqrt(n / n_0) standard
+// deviations of the mean (Cauchy-Schwarz on slice 0), so Q <= (1 + n / n_0) M2 and the
+// subtraction loses at most log2(1 + n / n_0) bits against the ~1e-7 relative error of Q: 4
+// for 16 CTAs, 8 for the 256 warps of a 256K row whose first 1024 columns alone held all of
+// its variance (~1.5e-5 relative in M2); rows of one distribution lose ~nothing. A first pass
+// for a better shift (K = sum(n_i m_i + s_i) / n) measured 4-13% slower at 32K-256K columns
+// (every warp of a deferred row reads its 16 x CTAs partials once more; H200, 2026-11-30).
+// Every thread folds the same partials in the same order (reduce_slots): the same bits in every
+// lane, warp and CTA.
 struct layer_partial_op {  // CTA reduction of (m_c, s, q, n_c): m_c and n_c are CTA-uniform
   TILEKIT_DEVICE TILEKIT_INLINE float4 operator()(float4 a, float4 b) const {
     return make_float4(a.x, a.y + b.y, a.z + b.z, a.w);
   }
 };
-struct layer_fold {
+// (mean, M2 / n) of the row from `count` partials (m_i, s_i, q_i, n_i).
+TILEKIT_DEVICE TILEKIT_INLINE float2 fold_moments(const float4* partials, uint32_t count, float inv_cols) {
+  const float shift = partials[0].x;
+  // (S, Q): each lane re-centres its partials, a butterfly sums them (reduce_slots).
+  const float2 sums = reduce_slots(partials, count, sum2_op{}, [shift](const float4& part) {
+    const float e = part.x - shift;
+    return make_float2(fmaf(part.w, e, part.y), part.z + e * fmaf(part.w, e, 2.0f * part.y));
+  });
+  const float d = sums.x * inv_cols;
+  return make_float2(shift + d, fmaxf(fmaf(-d, sums.x, sums.y), 0.0f) * inv_cols);
+}
+struct layer_fold {  // the cluster's fold (reduce_fold): returns M2 / n, stores the mean
   float inv_cols;
   float* mean;
-  TILEKIT_DEVICE TILEKIT_INLINE float operator()(const float4* partials, uint32_t ctas) const {  // returns M2 / n
-    const float shift = partials[0].x;
-    // (S, Q): each lane re-centres one partial, a butterfly sums them (reduce_slots).
-    const float2 sums = reduce_slots(partials, ctas, sum2_op{}, [shift](const float4& part) {
-      const float e = part.x - shift;
-      return make_float2(fmaf(part.w, e, part.y), part.z + e * fmaf(part.w, e, 2.0f * part.y));
-    });
-    const float d = sums.x * inv_cols;
-    *mean = shift + d;
-    return fmaxf(fmaf(-d, sums.x, sums.y), 0.0f) * inv_cols;
+  TILEKIT_DEVICE TILEKIT_INLINE float operator()(const float4* partials, uint32_t ctas) const {
+    const float2 moments = fold_moments(partials, ctas, inv_cols);
+    *mean = moments.x;
+    return moments.y;
   }
 };
 
-// Mean and rstd of a row, from this thread's values delivered one 16-byte group at a time by
-// `group(k, x)` (x[0 .. group_elements) = registers k * group_elements .. of Layout; columns
-// >= cols_here hold 0), so a caller can read them from registers or, to keep registers free,
-// straight from the staged row. LayerNorm: two passes, mean first, then the mean of squared
-// deviations (no E[x^2] - E[x]^2 cancellation); rows split over a cluster make both passes per
-// CTA and combine the slices in one exchange (layer_fold above) when the op's reductions take
-// float4 (the forward's), else in two. RMSNorm: mean = 0.
-template <norm_kind Kind, class Layout, class Ctx, class Group>
-TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int cols_here, int thread, float eps,
-                                                  const Ctx& ctx, float& mean, float& rstd) {
+// Sums over this thread's values, delivered one 16-byte group at a time by `group(k, x)` (x[0
+// .. group_elements) = registers k * group_elements .. of Layout; columns >= cols_here hold 0),
+// so a caller can read them from registers, from packed pairs or straight from the staged row.
+// Every sum runs in two independent chains (even / odd elements): a row's warps all wait for
+// the slowest at its reduction, so the latency of one dependent chain of 32 adds (~4 cycles
+// each) is on the critical path of every row.
+template <class Layout, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE float thread_sum(Group group) {
   constexpr int V = Layout::group_elements;
-  const float inv_cols = 1.0f / float(cols);
-  // Every sum over a thread's columns runs in two independent chains (even / odd elements): a
-  // row's warps all wait for the slowest at its reduction, so the latency of one dependent
-  // chain of 32 adds (~4 cycles each) is on the critical path of every row.
-  // Sums of the deviations from `center` and of their squares over this thread's columns;
-  // Full: no padding in this thread, so no column tests.
-  auto deviations = [&]<bool Full>(float center) {
+  float sums[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int k = 0; k < Layout::groups; ++k) {
+    float x[V];
+    group(k, x);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sums[i % 2] += x[i];
+  }
+  return sums[0] + sums[1];
+}
+template <class Layout, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE float thread_sum_of_squares(Group group) {
+  constexpr int V = Layout::group_elements;
+  float sums[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int k = 0; k < Layout::groups; ++k) {
+    float x[V];
+    group(k, x);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sums[i % 2] = fmaf(x[i], x[i], sums[i % 2]);
+  }
+  return sums[0] + sums[1];
+}
+// (sum(x - center), sum((x - center)^2)) over this thread's columns < cols_here.
+template <class Layout, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE float2 thread_deviations(Group group, float center, int cols_here, int thread) {
+  constexpr int V = Layout::group_elements;
+  auto sums = [&]<bool Full>() {  // Full: no padding in this thread, so no column tests
     float sum_d[2] = {0.0f, 0.0f}, sum_sq[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int k = 0; k < Layout::groups; ++k) {
@@ -206,43 +234,61 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
     }
     return make_float2(sum_d[0] + sum_d[1], sum_sq[0] + sum_sq[1]);
   };
-  auto squared_deviations = [&](float center) {
-    return Layout::full(thread, cols_here) ? deviations.template operator()<true>(center)
-                                           : deviations.template operator()<false>(center);
-  };
+  return Layout::full(thread, cols_here) ? sums.template operator()<true>() : sums.template operator()<false>();
+}
+// Columns < cols among the registers of warp `warp` of Layout (warp-uniform).
+template <class Layout>
+TILEKIT_DEVICE TILEKIT_INLINE int warp_columns(int warp, int cols) {
+  constexpr int warp_span = warp_threads * Layout::group_elements;  // a warp's columns per group
+  int n = 0;
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) n += min(max(cols - Layout::group_column(warp * warp_threads, g), 0), warp_span);
+  return n;
+}
+
+// Mean and rstd of a row, from this thread's values delivered by `group` (see thread_sum).
+// LayerNorm: two passes, mean first, then the mean of squared deviations (no E[x^2] - E[x]^2
+// cancellation); rows split over a cluster make both passes per CTA and combine the slices in
+// one exchange (fold_moments above) when the op's reductions take float4 (the forward's), else
+// in two. RMSNorm: mean = 0.
+template <norm_kind Kind, class Layout, class Ctx, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int cols_here, int thread, float eps,
+                                                  const Ctx& ctx, float& mean, float& rstd) {
+  const float inv_cols = 1.0f / float(cols);
   if constexpr (Kind == norm_kind::rms) {
-    float sum_sq[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int k = 0; k < Layout::groups; ++k) {
-      float x[V];
-      group(k, x);
-#pragma unroll
-      for (int i = 0; i < V; ++i) sum_sq[i % 2] = fmaf(x[i], x[i], sum_sq[i % 2]);
-    }
     mean = 0.0f;
-    rstd = rsqrtf(ctx.reduce(sum_sq[0] + sum_sq[1], sum_op{}) * inv_cols + eps);
+    rstd = rsqrtf(ctx.reduce(thread_sum_of_squares<Layout>(group), sum_op{}) * inv_cols + eps);
   } else {
-    float sums[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int k = 0; k < Layout::groups; ++k) {
-      float x[V];
-      group(k, x);
-#pragma unroll
-      for (int i = 0; i < V; ++i) sums[i % 2] += x[i];
-    }
-    const float sum = sums[0] + sums[1];
+    const float sum = thread_sum<Layout>(group);
     if constexpr (Ctx::cluster && Ctx::template reduces<float4>) {
       const int n = max(min(cols_here, Layout::columns), 0);  // columns of this CTA's slice
       const float slice_sum = ctx.reduce_cta(sum, sum_op{});
       const float slice_mean = n > 0 ? slice_sum / float(n) : 0.0f;
-      const float2 dev = squared_deviations(slice_mean);
+      const float2 dev = thread_deviations<Layout>(group, slice_mean, cols_here, thread);
       const float var = ctx.reduce_fold(make_float4(slice_mean, dev.x, dev.y, float(n)), layer_partial_op{},
                                         layer_fold{inv_cols, &mean});
       rstd = rsqrtf(var + eps);
     } else {
-      mean = ctx.reduce(sum, sum_op{}) * inv_cols;
-      rstd = rsqrtf(ctx.reduce(squared_deviations(mean).y, sum_op{}) * inv_cols + eps);
+      // Divided, not multiplied by 1 / cols: a constant row's mean is then exact (its sum is),
+      // and its variance 0 (with the rounded 1 / cols, (x - mean)^2 summed to ~(ulp mean)^2,
+      // which against eps = 1e-5 moved rstd by 2e-4 for rows at 1000).
+      mean = ctx.reduce(sum, sum_op{}) / float(cols);
+      rstd = rsqrtf(ctx.reduce(thread_deviations<Layout>(group, mean, cols_here, thread).y, sum_op{}) * inv_cols + eps);
     }
+  }
+}
+// A warp's partial of a deferred row (row_kernel.cuh, "Deferred rows"): RMSNorm the warp's sum
+// of squares, LayerNorm its (m_w, s_w, q_w, n_w) for fold_moments; every lane gets it.
+template <norm_kind Kind, class Layout, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE auto warp_statistics(Group group, int cols_here, int thread) {
+  if constexpr (Kind == norm_kind::rms) {
+    return warp_reduce(thread_sum_of_squares<Layout>(group), sum_op{});
+  } else {
+    const float sum = warp_reduce(thread_sum<Layout>(group), sum_op{});
+    const int n = warp_columns<Layout>(thread / warp_threads, cols_here);
+    const float m = n > 0 ? sum / float(n) : 0.0f;
+    const float2 dev = warp_reduce(thread_deviations<Layout>(group, m, cols_here, thread), sum2_op{});
+    return make_float4(m, dev.x, dev.y, float(n));
   }
 }
 // The same from registers holding the whole row.
@@ -310,6 +356,12 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // The weight (and bias) are loaded once per thread into thread_vectors in shared memory by
 // begin() (a persistent worker reuses them for every row); the row is held in registers between
 // its statistics and its output.
+// 16-bit LayerNorm rows of 4 warps or more (4K columns and up; RMSNorm: see deferred_rows) are
+// deferred rows (row_kernel.cuh): each warp computes its own statistics (warp_statistics: for
+// LayerNorm its two-pass mean and deviation sums), keeps h as packed pairs (16 registers for 32
+// columns) and goes on with the next row; the row's y is written one row later, when every
+// warp's partial is in (fold_moments), so no warp or CTA of a row waits for the others. The
+// other classes, and fp32 rows (32 more registers to hold), reduce and write at once (row()).
 // ---------------------------------------------------------------------------------------------
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {
@@ -323,7 +375,11 @@ struct norm_forward_op : row_op_defaults {
   static constexpr bool stream_residual = Residual && sizeof(T) == 2;
   static constexpr int inputs = stream_residual ? 2 : 1;
   static constexpr bool is_layer = Kind == norm_kind::layer;
-  // The weight (and bias): thread_vectors in shared memory.
+  // The weight (and bias): thread_vectors in shared memory. (The LayerNorm's two take 128 KiB,
+  // which with the posted partials of deferred rows leaves two 32 KiB stages from 32K columns
+  // on. Keeping them in the weight's 16-bit dtype instead, for four stages, measured 1-5%
+  // slower at 4K-16K and 128K-256K, even at 64K, 2% faster only at 32K: H200, 2026-11-30,
+  // same-run A/B.)
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) {
     return (is_layer ? 2 : 1) * thread_vector_bytes(c);
   }
@@ -354,6 +410,82 @@ struct norm_forward_op : row_op_defaults {
       bias.store(w);
     }
   }
+  // Deferred rows: partial() posts the warp's statistics and keeps h, finish() writes y. For
+  // RMSNorm only where that measured faster: rows over clusters of 2-8 CTAs (32K-128K columns:
+  // +1%; 4K-16K -0.3%, 256K -2%, where its fifth stage no longer fits; H200, 2026-11-30).
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
+    return is_16bit_float<T> && (is_layer || (c.cluster_ctas >= 2 && c.cluster_ctas <= 8));
+  }
+  template <class S>
+  struct pending {
+    packed_t<T> h[S::layout::elements / 2];  // this thread's columns of h, as pairs
+  };
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE reduce_value partial(const params& p, const row_place& at, int64_t row, row_scalars,
+                                                     const T* (&in)[inputs], pending<S>& held) {
+    using layout = typename S::layout;
+    using piece = row_piece<layout>;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    const int cols_here = p.cols - at.col0;
+    if constexpr (Residual) {
+      // h = x + residual rounded to T (see row()), written out and kept as pairs.
+      T* h_row = static_cast<T*>(p.residual_out) + row * p.residual_out_stride + at.col0;
+#pragma unroll
+      for (int n = 0; n < E / V; ++n) {
+        const int offset = n * piece_columns<layout>;
+        float x[V], r[V];
+        load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);
+        load_row_aligned<piece>(r, in[1] + offset, cols_here - offset, at.thread);
+#pragma unroll
+        for (int i = 0; i < V; i += 2)
+          held.h[(n * V + i) / 2] = make_pair<T>(convert<T>(x[i] + r[i]), convert<T>(x[i + 1] + r[i + 1]));
+      }
+#pragma unroll
+      for (int n = 0; n < E / V; ++n) {
+        const int offset = n * piece_columns<layout>;
+        float h[V];
+#pragma unroll
+        for (int i = 0; i < V; i += 2) {
+          const float2 pair = unpack_pair(held.h[(n * V + i) / 2]);
+          h[i] = pair.x, h[i + 1] = pair.y;
+        }
+        store_row<piece, cache_policy::streaming>(h_row + offset, h, cols_here - offset, at.thread);
+      }
+    } else {
+      load_row_pairs_aligned<layout>(held.h, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
+    }
+    auto group = [&](int k, float (&x)[V]) {
+#pragma unroll
+      for (int i = 0; i < V; i += 2) {
+        const float2 h = unpack_pair(held.h[(k * V + i) / 2]);
+        x[i] = h.x, x[i + 1] = h.y;
+      }
+    };
+    return warp_statistics<Kind, layout>(group, cols_here, at.thread);
+  }
+  // The row's statistics from its warps' partials: RMSNorm (0, sum x^2 / n), LayerNorm (mean,
+  // M2 / n).
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE float2 total(const params& p, const reduce_value* partials, uint32_t count) const {
+    const float inv_cols = 1.0f / float(p.cols);
+    if constexpr (is_layer) return fold_moments(partials, count, inv_cols);
+    else return make_float2(0.0f, reduce_slots(partials, count, sum_op{}) * inv_cols);
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending<S>& held,
+                                            float2 moments) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements;
+    float v[E];
+#pragma unroll
+    for (int j = 0; j < E / 2; ++j) {
+      const float2 h = unpack_pair(held.h[j]);
+      v[2 * j] = h.x, v[2 * j + 1] = h.y;
+    }
+    write_output<S>(p, at, row, v, moments.x, rsqrtf(moments.y + p.eps));
+  }
+
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
                                          const T* (&in)[inputs], const Ctx& ctx) {
@@ -388,6 +520,18 @@ struct norm_forward_op : row_op_defaults {
     }
     float mean, rstd;
     row_statistics<Kind, layout>(v, p.cols, cols_here, at.thread, p.eps, ctx, mean, rstd);
+    write_output<S>(p, at, row, v, mean, rstd);
+  }
+
+ private:
+  // y = (h - mean) * rstd * w (+ b) from this thread's columns of h (v, overwritten), and the
+  // row's statistics.
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void write_output(const params& p, const row_place& at, int64_t row,
+                                                  float (&v)[S::layout::elements], float mean, float rstd) const {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    const int cols_here = p.cols - at.col0;
 #pragma unroll
     for (int n = 0; n < E / V; ++n) {
       float w[V], b[V];

@@ -82,18 +82,21 @@ void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r,
 }
 
 // Rows far from 0 and uneven along the row, for the LayerNorm statistics: row r is
-// offset_r + 4 (c / cols - 1/2) + U(-1, 1), offset_r alternating 1000 and -300 (fp32 inputs).
+// offset_r + 4 (c / cols - 1/2) + U(-1, 1), offset_r alternating 1000 and -300 (rounded to T:
+// 16-bit inputs become multiples of 4 / 2 near 1000 / 300, still far from 0 for their spread).
 // A single-pass E[x^2] - E[x]^2 would lose ~20 of fp32's 24 bits here; the ramp makes the
 // slices of a row that a cluster splits have different means (their spread is 4/5 of the
 // variance), so a fold of per-slice statistics that dropped or misweighted the between-slice
 // term would be far off.
-std::vector<float> offset_rows(const shape& s, std::mt19937_64& rng) {
+template <class T>
+std::vector<T> offset_rows(const shape& s, std::mt19937_64& rng) {
   const int64_t stride = s.cols + s.pad;
-  std::vector<float> x(size_t(s.rows * stride), 0.0f);
+  std::vector<T> x(size_t(s.rows * stride));
   std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t c = 0; c < stride; ++c)
-      x[r * stride + c] = (r % 2 ? -300.0f : 1000.0f) + 4.0f * (float(c) / float(s.cols) - 0.5f) + noise(rng);
+      x[r * stride + c] =
+          convert<T>((r % 2 ? -300.0f : 1000.0f) + 4.0f * (float(c) / float(s.cols) - 0.5f) + noise(rng));
   return x;
 }
 
@@ -107,11 +110,7 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
   const int64_t stride = s.cols + s.pad;
   const size_t count = size_t(s.rows * stride);
   // Offset input rows so the row means are not ~0 (the two-pass variance must matter).
-  std::vector<T> x_host;
-  if constexpr (std::is_same_v<T, float>)
-    x_host = far_rows ? offset_rows(s, rng) : random_vector<T>(count, rng, -1.f, 3.f);
-  else
-    x_host = random_vector<T>(count, rng, -1.f, 3.f);
+  const std::vector<T> x_host = far_rows ? offset_rows<T>(s, rng) : random_vector<T>(count, rng, -1.f, 3.f);
   const auto res_host = random_vector<T>(count, rng);
   const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
   const auto b_host = random_vector<W>(s.cols, rng);
@@ -307,6 +306,28 @@ TEST_F(Norms, LayerForwardFp32) {
 // ~2e-5 of y.
 TEST_F(Norms, LayerForwardFp32OffsetRows) {
   for (const shape& s : forward_shapes) run_forward<float, float>(kind::layer, s, false, true, true);
+}
+// 16-bit LayerNorm rows of 4 warps or more (4K columns and up) and RMSNorm rows over clusters
+// of 2-8 CTAs are deferred rows (norm_kernels.cuh: each warp's statistics are posted, y is
+// written one row later from the row kept in registers): enough rows that every row group of
+// every worker posts > 8 rounds (each of the 4 posted buffers reused), at every deferred size
+// class: 4 / 8 / 16 warps per row (4, 2, 1 rows per CTA), clusters of 2, 4, 8 and 16 CTAs
+// (and RMSNorm's undeferred ones with as many rows). With the residual (h kept instead of x),
+// an odd stride (direct path), and (next test) offset rows: the warps' two-pass partials
+// folded into one mean and M2 as exact as the fp32 path's.
+const shape deferred_shapes[] = {{4800, 4096, 0},  {2400, 8000, 0}, {1200, 16384, 0}, {600, 30000, 8},
+                                 {300, 65543, 0}, {150, 131072, 0}, {80, 262144, 0}};
+TEST_F(Norms, DeferredRowsManyRounds) {
+  for (const shape& s : deferred_shapes) {
+    run_forward<bf16, bf16>(kind::rms, s, false, false);
+    run_forward<bf16, float>(kind::layer, s, true, true);
+  }
+  run_forward<fp16, fp16>(kind::layer, {1200, 16000, 0}, false, true);
+  run_forward<bf16, bf16>(kind::rms, {300, 20000, 3}, true, false);
+}
+TEST_F(Norms, LayerForwardBf16OffsetRows) {
+  for (const shape& s : forward_shapes) run_forward<bf16, bf16>(kind::layer, s, false, true, true);
+  run_forward<bf16, bf16>(kind::layer, {150, 131072, 0}, true, true, true);
 }
 TEST_F(Norms, LayerForwardFp16) {
   for (const shape& s : {shape{5, 7, 3}, shape{16, 1000, 8}, shape{4, 4097, 5}, shape{2, 65543, 1}})
