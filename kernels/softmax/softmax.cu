@@ -11,7 +11,8 @@
 // 16-bit rows of 32K columns and more (wide_row_table): 64 columns per thread, so a row
 // needs half the cluster and half the cluster reductions per byte; the row stays in registers
 // as packed pairs (32 registers), steps 2-3 sum the exponentials without keeping them, and
-// step 4 recomputes them as y_j = 2^(x_j log2 e - (B + log2 S)) (one FFMA and one MUFU.EX2).
+// step 4 recomputes them as y_j = 2^(x_j log2 e - (B + log2 S)) (one FFMA and one MUFU.EX2);
+// from 128K columns on, one row later (deferred rows, see deferred_rows below).
 // Backward, per row, one read of y and dy and one write of dx:
 //   dot = sum_j y_j * dy_j (one sum reduction), dx_j = y_j * (dy_j - dot).
 #include "softmax/softmax.h"
@@ -63,6 +64,35 @@ struct softmax_forward_op : row_op_defaults {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
 
+  // Rows held as packed pairs over clusters of 4 CTAs or more (128K columns and up) are deferred
+  // rows (row_kernel.cuh): each warp posts its (base, sum), keeps its pairs and goes on with the
+  // next row; the row's y is written one row later, so no warp or CTA of a row waits for the
+  // others. Measured on the H200 (2026-11-30, same-run A/B): 128K 0.80 -> 0.87x copy, 256K
+  // 0.79 -> 0.87x; but 32K (one CTA) 0.94 -> 0.91 and 64K (2 CTAs) 0.88 -> 0.87, which stay
+  // undeferred.
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
+    return is_16bit_float<T> && c.pairs && c.cluster_ctas >= 4;
+  }
+  template <class S>
+  struct pending {
+    packed_t<T> pairs[S::layout::elements / 2];  // this thread's columns of x
+  };
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE exp2_sum partial(const params& p, const row_place& at, int64_t, row_scalars,
+                                                 const T* (&in)[1], pending<S>& held) {
+    load_row_pairs_aligned<typename S::layout>(held.pairs, in[0], p.cols - at.col0, at.thread, convert<T>(-infinity));
+    return warp_exp_sum(held.pairs);
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE exp2_sum total(const params&, const exp2_sum* partials, uint32_t count) const {
+    return reduce_slots(partials, count, exp2_sum_op{});
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending<S>& held,
+                                            const exp2_sum& total) {
+    write_from_pairs<S>(p, at, row, held.pairs, total);
+  }
+
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[1],
                                          const Ctx& ctx) {
@@ -72,18 +102,7 @@ struct softmax_forward_op : row_op_defaults {
     if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
-      const exp2_sum total = ctx.reduce_warps(warp_exp_sum(pairs), exp2_sum_op{});
-      // y = 2^(x log2 e - B) / S = 2^(x log2 e - shift): one rounding of B + log2 S, relative
-      // error ~ulp(B) in y (~1e-5 at logits ~ 500), far below a 16-bit output's.
-      const float shift = total.base + log2_fast(total.sum);
-      float values[layout::elements];
-#pragma unroll
-      for (int j = 0; j < layout::elements / 2; ++j) {
-        const float2 x = unpack_pair(pairs[j]);
-        values[2 * j] = exp2_fast(fmaf(x.x, log2e, -shift));
-        values[2 * j + 1] = exp2_fast(fmaf(x.y, log2e, -shift));
-      }
-      store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+      write_from_pairs<S>(p, at, row, pairs, ctx.reduce_warps(warp_exp_sum(pairs), exp2_sum_op{}));
       return;
     }
     float values[layout::elements];
@@ -98,6 +117,27 @@ struct softmax_forward_op : row_op_defaults {
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) values[j] *= scale;
     store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+  }
+
+ private:
+  // y from the row's pairs and its total (B, S).
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE static void write_from_pairs(const params& p, const row_place& at, int64_t row,
+                                                             const packed_t<T> (&pairs)[S::layout::elements / 2],
+                                                             const exp2_sum& total) {
+    using layout = typename S::layout;
+    // y = 2^(x log2 e - B) / S = 2^(x log2 e - shift): one rounding of B + log2 S, relative
+    // error ~ulp(B) in y (~1e-5 at logits ~ 500), far below a 16-bit output's.
+    const float shift = total.base + log2_fast(total.sum);
+    float values[layout::elements];
+#pragma unroll
+    for (int j = 0; j < layout::elements / 2; ++j) {
+      const float2 x = unpack_pair(pairs[j]);
+      values[2 * j] = exp2_fast(fmaf(x.x, log2e, -shift));
+      values[2 * j + 1] = exp2_fast(fmaf(x.y, log2e, -shift));
+    }
+    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + row * p.y_row_stride + at.col0, values,
+                                               p.cols - at.col0, at.thread);
   }
 };
 

@@ -124,6 +124,24 @@ void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, fl
   TILEKIT_EXPECT_CLOSE(y, softmax_reference(x, s), tolerance_for<T>());
 }
 
+// In place (y == x).
+void check_forward_in_place(const shape& s) {
+  SCOPED_TRACE(::testing::Message() << "in place rows=" << s.rows << " cols=" << s.cols);
+  std::mt19937_64 rng(test_seed());
+  const std::vector<bf16> x = random_strided<bf16>(s, rng, -4.f, 4.f);
+  device_buffer<bf16> buffer(x);
+  tk::softmax_forward({.y = buffer.get(),
+                       .x = buffer.get(),
+                       .rows = s.rows,
+                       .cols = s.cols,
+                       .x_row_stride = s.cols,
+                       .y_row_stride = s.cols,
+                       .type = dtype::bf16},
+                      nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  TILEKIT_EXPECT_CLOSE(buffer.download(), softmax_reference(x, s), tolerance<bf16>());
+}
+
 TEST_F(Softmax, ForwardBf16AllWidths) {
   for (int64_t cols : widths) check_forward<bf16>({rows_for(cols), cols, 0});
 }
@@ -152,6 +170,19 @@ TEST_F(Softmax, ForwardWideClassesOf16BitRows) {
   check_forward<fp16>({3, 65543, 5}, 7);
 }
 
+// From 128K columns on (clusters of 4 and 8 CTAs) those rows are deferred (softmax.cu: each
+// warp posts its (base, sum) and writes y one row later from the pairs it kept): enough rows
+// that every worker posts > 8 rounds (each of the 4 posted buffers reused), and in place (a
+// row's y overwrites its x one row late, after its stage has been read); the undeferred
+// packed classes (one CTA, 2 CTAs) with as many rows per worker.
+TEST_F(Softmax, ForwardDeferredRowsManyRounds) {
+  check_forward<bf16>({300, 131072, 0}, 8);
+  check_forward<bf16>({150, 262144, 0}, 9);
+  check_forward_in_place({300, 100000, 0});
+  check_forward<bf16>({1200, 32768, 0}, 10);
+  check_forward<fp16>({600, 40000, 0}, 11);
+}
+
 TEST_F(Softmax, ForwardSingleRow) {
   for (int64_t cols : widths) check_forward<bf16>({1, cols, 0});
 }
@@ -175,22 +206,7 @@ TEST_F(Softmax, ForwardLargeLogitsAreStable) {
 }
 
 // In place (y == x).
-TEST_F(Softmax, ForwardInPlace) {
-  const shape s{7, 4097, 0};
-  std::mt19937_64 rng(test_seed());
-  const std::vector<bf16> x = random_strided<bf16>(s, rng, -4.f, 4.f);
-  device_buffer<bf16> buffer(x);
-  tk::softmax_forward({.y = buffer.get(),
-                       .x = buffer.get(),
-                       .rows = s.rows,
-                       .cols = s.cols,
-                       .x_row_stride = s.cols,
-                       .y_row_stride = s.cols,
-                       .type = dtype::bf16},
-                      nullptr);
-  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
-  TILEKIT_EXPECT_CLOSE(buffer.download(), softmax_reference(x, s), tolerance<bf16>());
-}
+TEST_F(Softmax, ForwardInPlace) { check_forward_in_place({7, 4097, 0}); }
 
 // ---------------------------------------------------------------------------------------------
 // Backward: dx = y * (dy - sum(dy * y)), with y a real softmax output (rows sum to 1).
