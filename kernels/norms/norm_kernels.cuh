@@ -189,8 +189,8 @@ struct layer_fold {  // the cluster's fold (reduce_fold): returns M2 / n, stores
 // Every sum runs in two independent chains (even / odd elements): a row's warps all wait for
 // the slowest at its reduction, so the latency of one dependent chain of 32 adds (~4 cycles
 // each) is on the critical path of every row.
-template <class Layout, class Group>
-TILEKIT_DEVICE TILEKIT_INLINE float thread_sum(Group group) {
+template <class Layout, class Group, class Accumulate>
+TILEKIT_DEVICE TILEKIT_INLINE float thread_fold(Group group, Accumulate accumulate) {
   constexpr int V = Layout::group_elements;
   float sums[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -198,22 +198,17 @@ TILEKIT_DEVICE TILEKIT_INLINE float thread_sum(Group group) {
     float x[V];
     group(k, x);
 #pragma unroll
-    for (int i = 0; i < V; ++i) sums[i % 2] += x[i];
+    for (int i = 0; i < V; ++i) sums[i % 2] = accumulate(sums[i % 2], x[i]);
   }
   return sums[0] + sums[1];
 }
 template <class Layout, class Group>
+TILEKIT_DEVICE TILEKIT_INLINE float thread_sum(Group group) {
+  return thread_fold<Layout>(group, [](float sum, float x) { return sum + x; });
+}
+template <class Layout, class Group>
 TILEKIT_DEVICE TILEKIT_INLINE float thread_sum_of_squares(Group group) {
-  constexpr int V = Layout::group_elements;
-  float sums[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int k = 0; k < Layout::groups; ++k) {
-    float x[V];
-    group(k, x);
-#pragma unroll
-    for (int i = 0; i < V; ++i) sums[i % 2] = fmaf(x[i], x[i], sums[i % 2]);
-  }
-  return sums[0] + sums[1];
+  return thread_fold<Layout>(group, [](float sum, float x) { return fmaf(x, x, sum); });
 }
 // (sum(x - center), sum((x - center)^2)) over this thread's columns < cols_here.
 template <class Layout, class Group>
