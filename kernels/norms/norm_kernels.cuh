@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -300,35 +301,47 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(const float (&v)[Layout::eleme
 #endif  // __CUDACC__
 
 // ---------------------------------------------------------------------------------------------
-// Per-thread vectors in shared memory: `E` floats of every thread of the CTA (a weight, a bias),
-// stored so that thread t's values j .. j + 3 (j % 4 == 0) are one 16-byte slot and consecutive
-// threads' slots are consecutive (conflict-free float4 reads): what an op needs on every row
-// but cannot afford to keep in registers.
+// Per-thread vectors in shared memory: the `E` values of every thread of the CTA (a weight, a
+// bias), stored as Element (float, or a 16-bit type for 16-bit weights: half the bytes) so that
+// thread t's values j .. j + P - 1 (P = 16 / sizeof(Element) per slot, j % P == 0) are one
+// 16-byte slot and consecutive threads' slots are consecutive (conflict-free 16-byte reads):
+// what an op needs on every row but cannot afford to keep in registers.
 // ---------------------------------------------------------------------------------------------
+template <class Element = float>
 inline constexpr size_t thread_vector_bytes(row_config c) {
-  return size_t(row_cta_threads) * size_t(c.elements_per_thread) * sizeof(float);
+  return size_t(row_cta_threads) * size_t(c.elements_per_thread) * sizeof(Element);
 }
 
 #if defined(__CUDACC__)
+template <class Element = float>
 struct thread_vector {
-  float* base;
-  TILEKIT_DEVICE TILEKIT_INLINE static int slot(int j) { return ((j / 4) * row_cta_threads + int(threadIdx.x)) * 4; }
-  // This thread stores its E values (before the row loop's first barrier).
+  static_assert(std::is_same_v<Element, float> || is_16bit_float<Element>, "thread vectors of float, bf16 or fp16");
+  static constexpr int per_slot = 16 / int(sizeof(Element));
+  Element* base;
+  TILEKIT_DEVICE TILEKIT_INLINE static int slot(int j) {
+    return ((j / per_slot) * row_cta_threads + int(threadIdx.x)) * per_slot;
+  }
+  // This thread stores its E values (before the row loop's first barrier), rounded to Element.
   template <int E>
   TILEKIT_DEVICE TILEKIT_INLINE void store(const float (&v)[E]) const {
-    static_assert(E % 4 == 0, "thread vectors hold whole 16-byte slots");
+    static_assert(E % per_slot == 0, "thread vectors hold whole 16-byte slots");
 #pragma unroll
-    for (int j = 0; j < E; j += 4)
-      *reinterpret_cast<float4*>(base + slot(j)) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+    for (int j = 0; j < E; j += per_slot) {
+      Element e[per_slot];
+#pragma unroll
+      for (int i = 0; i < per_slot; ++i) e[i] = convert<Element>(v[j + i]);
+      uint4 word;
+      memcpy(&word, e, sizeof(word));
+      *reinterpret_cast<uint4*>(base + slot(j)) = word;
+    }
   }
-  // This thread's values j0 .. j0 + N - 1 (j0 % 4 == 0, N % 4 == 0).
+  // This thread's values j0 .. j0 + N - 1 (j0 and N multiples of per_slot).
   template <int N>
   TILEKIT_DEVICE TILEKIT_INLINE void load(float (&v)[N], int j0) const {
+    static_assert(N % per_slot == 0, "thread vectors are read in whole 16-byte slots");
 #pragma unroll
-    for (int q = 0; q < N; q += 4) {
-      const float4 f = *reinterpret_cast<const float4*>(base + slot(j0 + q));
-      v[q] = f.x, v[q + 1] = f.y, v[q + 2] = f.z, v[q + 3] = f.w;
-    }
+    for (int q = 0; q < N; q += per_slot)
+      tilekit::detail::unpack_word<Element>(*reinterpret_cast<const uint4*>(base + slot(j0 + q)), v + q);
   }
 };
 
@@ -358,6 +371,23 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // warp's partial is in (fold_moments), so no warp or CTA of a row waits for the others. The
 // other classes, and fp32 rows (32 more registers to hold), reduce and write at once (row()).
 // ---------------------------------------------------------------------------------------------
+// RMSNorm forward of 16-bit rows and weights (norm_forward_op::wide_rms): default_row_table,
+// but rows of 16K-32K columns in one CTA with 64 columns per thread (packed pairs) instead of a
+// cluster of 2 CTAs with 32.
+inline constexpr row_table rms_row_table = {{
+                                                {256, 32, 4, 1, 8},
+                                                {1024, 32, 1, 1, 32},
+                                                {2048, 64, 1, 1, 32},
+                                                {4096, 128, 1, 1, 32},
+                                                {8192, 256, 1, 1, 32},
+                                                {16384, 512, 1, 1, 32},
+                                                {32768, 512, 1, 1, 64, true},
+                                                {65536, 512, 1, 4, 32},
+                                                {131072, 512, 1, 8, 32},
+                                                {262144, 512, 1, 16, 32},
+                                            },
+                                            10};
+
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {
   using element = T;
@@ -370,13 +400,20 @@ struct norm_forward_op : row_op_defaults {
   static constexpr bool stream_residual = Residual && sizeof(T) == 2;
   static constexpr int inputs = stream_residual ? 2 : 1;
   static constexpr bool is_layer = Kind == norm_kind::layer;
-  // The weight (and bias): thread_vectors in shared memory. (The LayerNorm's two take 128 KiB,
-  // which with the posted partials of deferred rows leaves two 32 KiB stages from 32K columns
-  // on. Keeping them in the weight's 16-bit dtype instead, for four stages, measured 1-5%
-  // slower at 4K-16K and 128K-256K, even at 64K, 2% faster only at 32K: H200, 2026-11-30,
-  // same-run A/B.)
+  // RMSNorm of 16-bit rows with a 16-bit weight and no residual: rows of 16K-32K columns in one
+  // CTA, 64 columns per thread held as packed pairs (rms_row_table), instead of a cluster of 2.
+  static constexpr bool wide_rms = !is_layer && is_16bit_float<T> && is_16bit_float<W> && !Residual;
+  static constexpr const row_table& table = wide_rms ? rms_row_table : default_row_table;
+  // The weight (and bias): thread_vectors in shared memory, as floats, except for the packed
+  // classes (wide_rms: in W, 64 KiB for 64 columns per thread). (The LayerNorm's two take 128
+  // KiB, which with the posted partials of deferred rows leaves two 32 KiB stages from 32K
+  // columns on. Keeping them in the weight's 16-bit dtype instead, for four stages, measured
+  // 1-5% slower at 4K-16K and 128K-256K, even at 64K, 2% faster only at 32K: H200,
+  // 2026-11-30, same-run A/B.)
+  template <class S>
+  using vector_t = thread_vector<std::conditional_t<S::config.pairs, W, float>>;
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) {
-    return (is_layer ? 2 : 1) * thread_vector_bytes(c);
+    return (is_layer ? 2 : 1) * (c.pairs ? thread_vector_bytes<W>(c) : thread_vector_bytes<float>(c));
   }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
@@ -384,25 +421,32 @@ struct norm_forward_op : row_op_defaults {
   }
 
 #if defined(__CUDACC__)
-  thread_vector weight, bias;
+  void* vectors;  // the weight's thread vector, then the bias's (vector_t<S>)
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE vector_t<S> weight() const {
+    return {static_cast<decltype(vector_t<S>::base)>(vectors)};
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE vector_t<S> bias() const {
+    return {weight<S>().base + row_cta_threads * S::layout::elements};
+  }
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void begin(const params& p, const row_place& at, void* shared) {
     using layout = typename S::layout;
     constexpr int E = layout::elements;
-    weight.base = static_cast<float*>(shared);
+    vectors = shared;
     float w[E];
     load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, p.cols - at.col0, at.thread);
-    weight.store(w);
+    weight<S>().store(w);
     if constexpr (is_layer) {
-      bias.base = weight.base + row_cta_threads * E;
       if (p.bias) {
         load_row<layout>(w, static_cast<const W*>(p.bias) + at.col0, p.cols - at.col0, at.thread);
       } else {
 #pragma unroll
         for (int j = 0; j < E; ++j) w[j] = 0.0f;
       }
-      bias.store(w);
+      bias<S>().store(w);
     }
   }
   // Deferred rows: partial() posts the warp's statistics and keeps h, finish() writes y. For
@@ -482,8 +526,15 @@ struct norm_forward_op : row_op_defaults {
   }
 
   template <class S, class Ctx>
-  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars scalars,
                                          const T* (&in)[inputs], const Ctx& ctx) {
+    if constexpr (packed_rows<S>) {  // wide_rms: both halves of a deferred row at once
+      static_assert(!is_layer, "packed classes are RMSNorm's only");
+      pending<S> held;
+      const float sum_sq = ctx.reduce_warps(partial<S>(p, at, row, scalars, in, held), sum_op{});
+      finish<S>(p, at, row, held, make_float2(0.0f, sum_sq / float(p.cols)));
+      return;
+    }
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
@@ -530,8 +581,8 @@ struct norm_forward_op : row_op_defaults {
 #pragma unroll
     for (int n = 0; n < E / V; ++n) {
       float w[V], b[V];
-      weight.load(w, n * V);
-      if constexpr (is_layer) bias.load(b, n * V);
+      weight<S>().load(w, n * V);
+      if constexpr (is_layer) bias<S>().load(b, n * V);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         const int j = n * V + i;
@@ -576,7 +627,7 @@ struct norm_backward_op : row_op_defaults {
   static constexpr bool per_worker_results = true;
   static constexpr bool is_layer = Kind == norm_kind::layer;
   static constexpr int max_elements = 32;
-  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes(c); }
+  TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes<>(c); }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
                   : row_source<T>{static_cast<const T*>(p.dy), p.dy_stride};
@@ -589,7 +640,7 @@ struct norm_backward_op : row_op_defaults {
   }
   float dw[max_elements];
   float db[is_layer ? max_elements : 1];
-  thread_vector weight;
+  thread_vector<> weight;
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void begin(const params& p, const row_place& at, void* shared) {

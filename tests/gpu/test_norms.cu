@@ -325,6 +325,15 @@ TEST_F(Norms, DeferredRowsManyRounds) {
   run_forward<fp16, fp16>(kind::layer, {1200, 16000, 0}, false, true);
   run_forward<bf16, bf16>(kind::rms, {300, 20000, 3}, true, false);
 }
+// RMSNorm of 16-bit rows with a 16-bit weight and no residual takes rows of 16K-32K columns in
+// one CTA, 64 columns per thread as packed pairs, the weight as a 16-bit thread vector
+// (rms_row_table): both ends of that class, bf16 and fp16, many rows per worker (claimed items),
+// a misaligned stride (direct path), one row.
+TEST_F(Norms, RmsForwardPackedClass) {
+  for (const shape& s : {shape{1300, 16385, 0}, shape{700, 32768, 0}, shape{40, 24000, 3}, shape{1, 30001, 0}})
+    run_forward<bf16, bf16>(kind::rms, s, false, false);
+  run_forward<fp16, fp16>(kind::rms, {300, 32768, 8}, false, false);
+}
 TEST_F(Norms, LayerForwardBf16OffsetRows) {
   for (const shape& s : forward_shapes) run_forward<bf16, bf16>(kind::layer, s, false, true, true);
   run_forward<bf16, bf16>(kind::layer, {150, 131072, 0}, true, true, true);
