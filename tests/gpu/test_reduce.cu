@@ -9,8 +9,6 @@
 //     function over floats (the max bit for bit), with a warp of pure -inf padding;
 //   * group_reduce_alternating / block_reduce_alternating (one barrier per call, two scratch
 //     arrays): 8 calls in a row with different values, one group and one warp starting late;
-//   * split calls (cluster_reduce_post, then cluster_reduce_wait one call later, four slot
-//     sets), 64 rounds in a row with CTAs taking turns to lag behind, sums checked exactly;
 //   * whole cluster_reduce calls (one CTA barrier each), 64 in a row with CTAs and warps
 //     taking turns to lag behind, sums checked exactly;
 //   * reduce_slots (the cluster level's combine of the CTA partials) for 1 .. 256 slots: lane-
@@ -165,31 +163,11 @@ __global__ void __launch_bounds__(512) alternating_reduce_kernel(const float* in
   }
 }
 
-// Split cluster reductions: round k posts (k + 1) * (thread % 7 + 1 + rank) from every thread and
-// waits for round k - 1 only after that; out[(round) * threads + global thread] = its sum.
-constexpr int split_rounds = 64;
-__global__ void __launch_bounds__(cta_threads) split_reduce_kernel(float* out) {
-  __shared__ cluster_reduce_scratch<cta_threads, float, 4> scratch;
-  cluster_reduce_init(scratch);
-  const size_t threads = size_t(gridDim.x) * cta_threads;
-  const size_t thread = size_t(blockIdx.x) * cta_threads + threadIdx.x;
-  uint32_t previous = 0;
-  for (int k = 0; k < split_rounds; ++k) {
-    // Each round one CTA of the cluster starts late, so the others post ahead of it.
-    if (int(cluster::rank()) == k % int(cluster::size()) && threadIdx.x == 0) __nanosleep(3000);
-    const float v = float((k + 1) * (int(threadIdx.x) % 7 + 1 + int(cluster::rank())));
-    const uint32_t ticket = cluster_reduce_post<cta_threads>(v, sum_op{}, scratch);
-    if (k > 0) out[size_t(k - 1) * threads + thread] = cluster_reduce_wait<cta_threads>(previous, sum_op{}, scratch);
-    previous = ticket;
-  }
-  out[size_t(split_rounds - 1) * threads + thread] = cluster_reduce_wait<cta_threads>(previous, sum_op{}, scratch);
-  cluster::sync();  // no CTA exits while a peer may still send into it
-}
-
 // Whole cluster reductions back to back (one CTA barrier per call, two alternating block
 // arrays): round k reduces (k + 1) * (thread % 5 + 1 + rank); in every round one CTA starts late
 // and, inside every CTA, one warp dawdles before the block step, so that fast warps run into the
-// next call while slow ones still read this one's partials. out as in split_reduce_kernel.
+// next call while slow ones still read this one's partials. out[round * threads + global thread]
+// = its sum.
 constexpr int fused_rounds = 64;
 __global__ void __launch_bounds__(cta_threads) fused_reduce_kernel(float* out) {
   __shared__ cluster_reduce_scratch<cta_threads, float> scratch;
@@ -313,7 +291,6 @@ void run_round_reductions(void (*kernel)(float*), int cluster_size, int rounds, 
       }
 }
 void run_fused_reduce(int cluster_size) { run_round_reductions(fused_reduce_kernel, cluster_size, fused_rounds, 5); }
-void run_split_reduce(int cluster_size) { run_round_reductions(split_reduce_kernel, cluster_size, split_rounds, 7); }
 
 // reduce_slots over `count` slots of shared memory, by two warps (out[256 + ..]: the same pairs
 // combined in natural units by max_sum_op): out[thread] = sum,
@@ -475,12 +452,6 @@ void run_softmax_stats(int cluster_size) {
 TEST_F(Reduce, ExpSumOfPackedPairs) {
   run_packed_exp_sum<bf16>();
   run_packed_exp_sum<fp16>();
-}
-
-TEST_F(Reduce, SplitClusterCallsOneRoundApart) {
-  run_split_reduce(2);
-  run_split_reduce(4);
-  run_split_reduce(8);
 }
 
 TEST_F(Reduce, WholeClusterCallsBackToBack) {

@@ -396,14 +396,9 @@ TILEKIT_DEVICE TILEKIT_INLINE T group_reduce_alternating(T value, Op op, block_r
 // skips block_reduce's closing barrier (one CTA barrier per call): call n + 2 writes call n's
 // array only after call n + 1's barrier, which every thread reaches after reading call n. The
 // round advanced by thread 0 after call n's barrier reaches the others through its mbarrier
-// arrive (release) and their wait (acquire) before they start call n + 1. Split calls keep the
-// closing barrier: a thread may post call n + 1 having waited only for call n - 1.
-//
-// Split calls (cluster_reduce_post, then cluster_reduce_wait one call later): a CTA posts
-// call n+1 before it waits for (and reads) call n, so it works while the peers' partials of
-// call n travel. A peer posts call m only after its wait for m - 2, which needs this CTA's
-// post of m - 2; while this CTA still reads call n it has posted at most n + 1, so peers may
-// already send n + 2 and n + 3: four sets (Buffers = 4) keep them apart.
+// arrive (release) and their wait (acquire) before they start call n + 1. (A reduction that
+// need not wait for its result, e.g. one row's statistics collected one row later, is a posted
+// reduction: end of this file.)
 //
 // Initialisation (once per kernel, before the first call):
 //     if (threadIdx.x == 0) scratch.init();
@@ -413,12 +408,11 @@ TILEKIT_DEVICE TILEKIT_INLINE T group_reduce_alternating(T value, Op op, block_r
 // Exit: end the kernel with cluster::sync() (cluster.cuh exit rule): a CTA that finished its
 // last reduction may still have st.async stores in flight towards slower peers.
 // 16-byte aligned: partials of 16 bytes travel with st.async.v4, which needs aligned slots.
-template <int Threads, class T = float, int Buffers = 2>
+template <int Threads, class T = float>
 struct alignas(16) cluster_reduce_scratch {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "cluster_reduce moves each partial with one st.async of 4, 8 or 16 bytes");
-  static_assert(Buffers == 2 || Buffers == 4, "2 sets for cluster_reduce, 4 for split post / wait calls");
-  static constexpr int buffers = Buffers;
+  static constexpr int buffers = 2;
   block_reduce_scratch<Threads, T> block[2];  // block[round % 2]
   T slots[buffers][max_cluster_ctas];
   mbarrier arrived[buffers];
@@ -436,26 +430,27 @@ struct alignas(16) cluster_reduce_scratch {
 };
 
 // All threads of all CTAs of the cluster: initialise `scratch` and make it visible to the peers.
-template <int Threads, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Threads, T, B>& scratch) {
+template <int Threads, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void cluster_reduce_init(cluster_reduce_scratch<Threads, T>& scratch) {
   if (threadIdx.x == 0) scratch.init();
   init_barriers_fence();
   cluster::sync();
 }
 
 namespace detail {
-// Reduce over this CTA and send the partial to every peer; returns the call's round.
-// ClosingBarrier: false only when the caller waits for this round before its next call.
-template <int Threads, bool WarpUniform, bool ClosingBarrier, class Op, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+// Reduce over this CTA and send the partial to every peer; returns the call's round. No closing
+// barrier: the caller waits for this round before its next call (see above).
+template <int Threads, bool WarpUniform, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_post(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
+  constexpr int buffers = cluster_reduce_scratch<Threads, T>::buffers;
   const uint32_t round = scratch.round;
-  const T partial = block_reduce_with<Threads, WarpUniform, ClosingBarrier>(value, op, scratch.block[round % 2].values, [&] {
+  const T partial = block_reduce_with<Threads, WarpUniform, false>(value, op, scratch.block[round % 2].values, [&] {
     if (threadIdx.x == 0) scratch.round = round + 1;
   });
   const uint32_t ctas = cluster::size();
   const uint32_t my_rank = cluster::rank();
-  T* slots = scratch.slots[round % B];
-  mbarrier& arrived = scratch.arrived[round % B];
+  T* slots = scratch.slots[round % buffers];
+  mbarrier& arrived = scratch.arrived[round % buffers];
   if (threadIdx.x == 0) {
     slots[my_rank] = partial;
     // Release (CTA scope) of the slot write above to the threads that wait below.
@@ -470,13 +465,6 @@ TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_post(T value, Op op, cluster_redu
 }
 }  // namespace detail
 
-// First half of a split cluster_reduce (all threads of all CTAs): reduce over this CTA and send
-// the partial to every peer; returns the call's round, for cluster_reduce_wait. Between the two,
-// a CTA may post one more call (Buffers = 4), not more.
-template <int Threads, bool WarpUniform = false, class Op, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE uint32_t cluster_reduce_post(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
-  return detail::cluster_post<Threads, WarpUniform, true>(value, op, scratch);
-}
 
 // op over map(slots[0]), .., map(slots[count - 1]) (count >= 1, e.g. the per-CTA partials of a
 // cluster reduction), in every lane of the calling warp (all 32 lanes must call it with the
@@ -515,23 +503,25 @@ TILEKIT_DEVICE TILEKIT_INLINE T reduce_slots(const T* slots, uint32_t count, Op 
   return reduce_slots(slots, count, op, [](const T& slot) { return slot; });
 }
 
-// Second half, with the caller's own combine: wait for every CTA's partial of call `round` and
-// return fold(partials, cluster::size()), partials[r] being rank r's (in this CTA's shared
+// Second half of cluster_reduce_fold (after detail::cluster_post), with the caller's own
+// combine: wait for every CTA's partial of call `round` and return fold(partials, cluster::size()), partials[r] being rank r's (in this CTA's shared
 // memory). Every thread of every CTA sees the same partials in the same order, so a fold that
 // depends on nothing else (e.g. one made with reduce_slots) gives bitwise the same result
 // everywhere. For combines that are not a plain op over the partials, e.g. the LayerNorm
 // statistics, whose partials are (shift, deviation sums, count) of each CTA's slice and fold
 // into the row's mean and M2.
-template <int Threads, class T, int B, class Fold>
-TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_wait_fold(uint32_t round, cluster_reduce_scratch<Threads, T, B>& scratch,
+template <int Threads, class T, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_wait_fold(uint32_t round, cluster_reduce_scratch<Threads, T>& scratch,
                                                             Fold fold) {
-  scratch.arrived[round % B].wait((round / B) % 2);
-  return fold(static_cast<const T*>(scratch.slots[round % B]), cluster::size());
+  constexpr int buffers = cluster_reduce_scratch<Threads, T>::buffers;
+  scratch.arrived[round % buffers].wait((round / buffers) % 2);
+  return fold(static_cast<const T*>(scratch.slots[round % buffers]), cluster::size());
 }
 
-// Second half: wait for every CTA's partial of call `round` and combine them (reduce_slots).
-template <int Threads, class Op, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
+// Second half of cluster_reduce: wait for every CTA's partial of call `round` and combine them
+// (reduce_slots).
+template <int Threads, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
   return cluster_reduce_wait_fold(round, scratch,
                                   [&](const T* slots, uint32_t ctas) { return reduce_slots(slots, ctas, op); });
 }
@@ -539,17 +529,17 @@ TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce_wait(uint32_t round, Op op, clust
 // Reduce one value per thread over every thread of every CTA in the cluster; all of them get
 // the (bitwise identical) result. Every thread of every CTA must call it, the same number of
 // times. Works for a cluster of 1 (then it is a block_reduce plus a barrier round trip).
-template <int Threads, bool WarpUniform = false, class Op, class T, int B>
-TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch) {
-  return cluster_reduce_wait<Threads>(detail::cluster_post<Threads, WarpUniform, false>(value, op, scratch), op, scratch);
+template <int Threads, bool WarpUniform = false, class Op, class T>
+TILEKIT_DEVICE TILEKIT_INLINE T cluster_reduce(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch) {
+  return cluster_reduce_wait<Threads>(detail::cluster_post<Threads, WarpUniform>(value, op, scratch), op, scratch);
 }
 
 // cluster_reduce with the caller's combine of the CTA partials (see cluster_reduce_wait_fold):
 // `op` reduces over each CTA, `fold` over the cluster.
-template <int Threads, bool WarpUniform = false, class Op, class T, int B, class Fold>
-TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_reduce_scratch<Threads, T, B>& scratch,
+template <int Threads, bool WarpUniform = false, class Op, class T, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_reduce_scratch<Threads, T>& scratch,
                                                        Fold fold) {
-  return cluster_reduce_wait_fold(detail::cluster_post<Threads, WarpUniform, false>(value, op, scratch), scratch, fold);
+  return cluster_reduce_wait_fold(detail::cluster_post<Threads, WarpUniform>(value, op, scratch), scratch, fold);
 }
 
 #endif  // __CUDACC__
