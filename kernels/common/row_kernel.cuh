@@ -253,6 +253,12 @@ inline constexpr row_table wide_row_table = {{
                                                  {262144, 512, 1, 8, 64, true},
                                              },
                                              10};
+// `table` with size class `index` replaced by `config`: an op's table that differs from another
+// in one class (e.g. the RMSNorm's, norm_kernels.cuh).
+constexpr row_table with_class(row_table table, int index, row_config config) {
+  table.configs[index] = config;
+  return table;
+}
 // Whether schedule S holds 16-bit rows as packed pairs (row_config::pairs).
 template <class S>
 inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.pairs;

@@ -374,19 +374,7 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // RMSNorm forward of 16-bit rows and weights (norm_forward_op::wide_rms): default_row_table,
 // but rows of 16K-32K columns in one CTA with 64 columns per thread (packed pairs) instead of a
 // cluster of 2 CTAs with 32.
-inline constexpr row_table rms_row_table = {{
-                                                {256, 32, 4, 1, 8},
-                                                {1024, 32, 1, 1, 32},
-                                                {2048, 64, 1, 1, 32},
-                                                {4096, 128, 1, 1, 32},
-                                                {8192, 256, 1, 1, 32},
-                                                {16384, 512, 1, 1, 32},
-                                                {32768, 512, 1, 1, 64, true},
-                                                {65536, 512, 1, 4, 32},
-                                                {131072, 512, 1, 8, 32},
-                                                {262144, 512, 1, 16, 32},
-                                            },
-                                            10};
+inline constexpr row_table rms_row_table = with_class(default_row_table, 6, {32768, 512, 1, 1, 64, true});
 
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {
