@@ -124,6 +124,23 @@
 // next row. Rows of fewer warps are not deferred (a warp's butterfly completes when it ends,
 // and rows of 2 warps measured slower deferred: holding a row's state across the next one
 // costs registers; row_defer_min_warps).
+//
+// Streamed rows (size classes with row_config::segments > 1). An op whose rows end in a
+// reduction only (the cross-entropy forward without dlogits: loss and lse) does not need its
+// row at once. Its wide rows need not be split over a cluster: one group (of 4 warps or more)
+// reads the row as `segments` chunks (segments), one after the other, each in a stage of the
+// ring: a deferred op's partial() is called once per segment (row_place::col0 is the segment's
+// first column, row_place::segment its index; segments past the row's end are skipped) and the
+// segments' partials are folded per warp with the op's
+//   template <class S> reduce_value combine(reduce_value running, reduce_value segment) const;
+// before the row's one posted reduction; `pending` carries over the segments (partial() of
+// segment 0 starts it, later ones add to it). A row's warps then meet once per row and never
+// wait for other CTAs, and every SM streams rows of its own (clusters must be co-resident:
+// only 7 clusters of 16 fit on 132 SMs). Measured on the H200 (CE forward, bf16, 2026-11-30):
+// clusters -> streamed rows 0.78 -> 0.91 at 64K, 0.70 -> 0.94 at 256K. Segmented classes are
+// deferred, of one row per group, never clustered, and keep the static item order (claimed:
+// 0.885 -> 0.835 at 32K; and visiting each row's segments in a rotated order, so that the
+// workers read different segments at once, measured 7-8% slower at 32K-128K).
 
 #include <cuda_runtime.h>
 
@@ -157,6 +174,9 @@ struct row_config {
   // 16-bit rows held in registers as packed pairs (bf16x2 / f16x2), half a register per column:
   // only in the 16-bit tables below (packed_rows<S>).
   bool pairs = false;
+  // Streamed rows (see "Streamed rows" above): the group reads its row as `segments` chunks of
+  // group_threads x elements_per_thread columns, one after the other.
+  int segments = 1;
 };
 
 inline constexpr int row_cta_threads = 512;
@@ -253,10 +273,11 @@ inline constexpr row_table wide_row_table = {{
                                                  {262144, 512, 1, 8, 64, true},
                                              },
                                              10};
-// `table` with size class `index` replaced by `config`: an op's table that differs from another
-// in one class (e.g. the RMSNorm's, norm_kernels.cuh).
-constexpr row_table with_class(row_table table, int index, row_config config) {
-  table.configs[index] = config;
+// `table` with size classes first, first + 1, ... replaced by `configs`: an op's table that
+// differs from another in a few classes (e.g. the RMSNorm's, norm_kernels.cuh).
+template <int N>
+constexpr row_table with_classes(row_table table, int first, const row_config (&configs)[N]) {
+  for (int i = 0; i < N; ++i) table.configs[first + i] = configs[i];
   return table;
 }
 // Whether schedule S holds 16-bit rows as packed pairs (row_config::pairs).
@@ -292,6 +313,7 @@ struct row_place {
   int col0;
   int64_t worker;
   int64_t workers;
+  int segment = 0;  // streamed rows: the segment at col0 (see "Streamed rows")
   // The one thread of a row that writes per-row outputs (statistics, losses).
   TILEKIT_HOST_DEVICE bool leader() const { return thread == 0 && col0 == 0; }
 };
@@ -340,8 +362,10 @@ struct row_schedule {
   // (posted_reduce_post) and collected one row later.
   static constexpr bool defers = Op::deferred_rows(config) && group_warps >= row_defer_min_warps;
   using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
-  static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk of a row
-  static constexpr int max_cols = chunk_cols * cluster_ctas;
+  static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk (or segment) of a row
+  static constexpr int segments = config.segments;
+  static constexpr bool segmented = segments > 1;
+  static constexpr int max_cols = chunk_cols * cluster_ctas * segments;
 
   static constexpr size_t stage_bytes = size_t(rows_per_item) * chunk_cols * sizeof(T) * Inputs;
   // Deferred rows' posted reductions (static shared memory, row_reduce_storage): 4 rounds of
@@ -360,6 +384,8 @@ struct row_schedule {
   static_assert(max_cols >= config.max_cols, "row_table: group threads x elements x cluster must cover max_cols");
   static_assert(row_cta_threads % group_threads == 0, "groups must tile the CTA");
   static_assert(cluster_ctas == 1 || groups == 1, "clusters split rows over whole CTAs");
+  static_assert(!segmented || (defers && cluster_ctas == 1 && config.rows_per_group == 1),
+                "streamed rows: deferred, one row per group, no cluster");
   static_assert(groups <= named_barrier_count - first_free_barrier_id || warp_per_row || groups == 1,
                 "one named barrier per group");
 
@@ -463,9 +489,11 @@ struct row_claim_counter {
 };
 inline constexpr int row_claim_slots = 1024;
 // Whether schedule S of Op may claim its items when staged: one CTA per worker (a cluster would
-// have to share its claims), and no per-worker results (their rows must not vary by run).
+// have to share its claims), rows in one stage each (not streamed: claims count items, not
+// segments), and no per-worker results (their rows must not vary by run).
 template <class Op, class S>
-inline constexpr bool row_claimable = Op::claim_items && S::cluster_ctas == 1 && !Op::per_worker_results;
+inline constexpr bool row_claimable =
+    Op::claim_items && S::cluster_ctas == 1 && !S::segmented && !Op::per_worker_results;
 
 #if defined(__CUDACC__)
 // Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
@@ -677,12 +705,26 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   else __syncthreads();
 
   const int64_t items = ceil_div(rows, int64_t(S::rows_per_item));
+  // Streamed rows (see above): the segments of this launch's rows (those past the row's end are
+  // skipped). The stream's units are (item, segment): a worker's item takes `segments` stages
+  // in a row. Other classes: one unit per item (segments = 1, folded away).
+  const int segments = S::segmented ? ceil_div(cols, S::chunk_cols) : 1;
+  // Thread 0 / the refilling lane: load into `stage` the unit `ahead` units after segment
+  // `segment` of the worker's item `from` (its use `use`).
+  auto issue_ahead = [&](int stage, int64_t from, uint32_t use, int segment, int ahead) {
+    const int unit = segment + ahead;
+    const int64_t target = order.after(from, use, S::segmented ? unit / segments : unit);
+    if (target >= items) return;
+    if constexpr (S::segmented) {
+      const int col0 = at.col0 + unit % segments * S::chunk_cols;
+      stream.issue(stage, sources, target * S::rows_per_item, rows, col0, min(int(S::chunk_cols), cols - col0));
+    } else {
+      stream.issue(stage, sources, target * S::rows_per_item, rows, at.col0, chunk);
+    }
+  };
   if constexpr (Staged) {
     if (threadIdx.x == 0)
-      for (int s = 0; s < stream_t::stages; ++s) {
-        const int64_t item = order.after(order.first(), 0, s);
-        if (item < items) stream.issue(s, sources, item * S::rows_per_item, rows, at.col0, chunk);
-      }
+      for (int s = 0; s < stream_t::stages; ++s) issue_ahead(s, order.first(), 0, 0, s);
   }
   const row_context<S, decltype(storage)> ctx{storage, at};
   // Per-row scalars (labels, saved statistics) are fetched one item ahead, so their global
@@ -701,6 +743,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   fetch(item, current);
   // Deferred rows: the one row whose reduction is in flight while the next row is computed.
   using pending = typename Op::template pending<S>;
+  using value = typename Op::reduce_value;
   struct in_flight_row {
     bool valid = false;
     int64_t row = 0;
@@ -709,66 +752,88 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   };
   constexpr bool defer = S::defers;
   [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
+  // Streamed rows: what the row's segments so far gave (the op's pending state, the warp's
+  // combined partial).
+  struct streamed_row {
+    pending state{};
+    value running{};
+  };
+  [[maybe_unused]] std::conditional_t<S::segmented, streamed_row, row_op_defaults> streamed;
   stage_ring<stream_t::stages> ring;
   for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
     scalars next[rows_per_group];
     fetch(order.after(item, use, 1), next);
-    if constexpr (Staged) stream.wait(ring);
-    else copy_item<S>(stream, sources, item * S::rows_per_item, rows, at.col0, chunk);
-    if (threadIdx.x == 0) order.visit(use);
+#pragma unroll 1
+    for (int segment = 0; segment < segments; ++segment) {
+      row_place here = at;  // the segment's place (the row's, unless streamed)
+      if constexpr (S::segmented) {
+        here.col0 += segment * S::chunk_cols;
+        here.segment = segment;
+      }
+      if constexpr (Staged) stream.wait(ring);
+      else copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
+      if (threadIdx.x == 0 && segment == 0) order.visit(use);
+      const bool last_segment = segment + 1 == segments;
 #pragma unroll
-    for (int k = 0; k < rows_per_group; ++k) {
-      const int slot = k * S::groups + at.group;  // row of the item
-      const int64_t row = item * S::rows_per_item + slot;
-      if (row < rows) {  // group-uniform; only the last item has missing rows
-        const T* in[K];
+      for (int k = 0; k < rows_per_group; ++k) {
+        const int slot = k * S::groups + at.group;  // row of the item
+        const int64_t row = item * S::rows_per_item + slot;
+        if (row < rows) {  // group-uniform; only the last item has missing rows
+          const T* in[K];
 #pragma unroll
-        for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
-        if constexpr (defer) {
-          pending state;
-          const uint32_t round = ctx.post_warps(op.template partial<S>(p, at, row, current[k], in, state));
-          if (in_flight.valid)
-            op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
-          in_flight = {true, row, state, round};
-        } else {
-          op.template row<S>(p, at, row, current[k], in, ctx);
+          for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
+          if constexpr (S::segmented) {
+            const value part = op.template partial<S>(p, here, row, current[k], in, streamed.state);
+            streamed.running = segment == 0 ? part : op.template combine<S>(streamed.running, part);
+            if (last_segment) {
+              const uint32_t round = ctx.post_warps(streamed.running);
+              if (in_flight.valid)
+                op.template finish<S>(p, at, in_flight.row, in_flight.state,
+                                      deferred_total<S>(op, p, ctx, in_flight.round));
+              in_flight = {true, row, streamed.state, round};
+            }
+          } else if constexpr (defer) {
+            pending state;
+            const uint32_t round = ctx.post_warps(op.template partial<S>(p, at, row, current[k], in, state));
+            if (in_flight.valid)
+              op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
+            in_flight = {true, row, state, round};
+          } else {
+            op.template row<S>(p, at, row, current[k], in, ctx);
+          }
         }
+        if (last_segment) current[k] = next[k];
       }
-      current[k] = next[k];
-    }
-    if constexpr (Staged && (S::groups > 1 || defer)) {
-      // Several row groups per CTA, or deferred rows: release without a CTA barrier. Each warp
-      // counts itself out of the stage, and the LAST warp out refills it; warps that finish
-      // early go on to the next stage instead of waiting for the slowest group (they can run at
-      // most one lap ahead: a stage is refilled only when every warp left it). The count never
-      // resets (a lap adds 16, and no warp counts itself into the next lap before the refill).
-      // Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm forward
-      // +5% at 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and more, whose
-      // warps meet in every reduction anyway) it was 2-6% slower than the barrier below, so
-      // those keep it, unless their rows are deferred (no reduction meets the warps). See
-      // "Stage release" above for the two orderings.
-      constexpr unsigned warps = row_cta_threads / warp_threads;
-      if constexpr (row_checkable_release) stream.release(ring);
-      __syncwarp();
-      if (laneid() == 0) {
-        if constexpr (!row_checkable_release) __threadfence_block();
-        if (atomicAdd(&stage_leavers[ring.index], 1u) % warps == warps - 1) {
-          if constexpr (row_checkable_release) stream.wait_released(ring);
-          else __threadfence_block();
-          const int64_t refill = order.after(item, use, stream_t::stages);
-          if (refill < items) stream.issue(ring.index, sources, refill * S::rows_per_item, rows, at.col0, chunk);
+      if constexpr (Staged && (S::groups > 1 || defer)) {
+        // Several row groups per CTA, or deferred rows: release without a CTA barrier. Each warp
+        // counts itself out of the stage, and the LAST warp out refills it; warps that finish
+        // early go on to the next stage instead of waiting for the slowest group (they can run
+        // at most one lap ahead: a stage is refilled only when every warp left it). The count
+        // never resets (a lap adds 16, and no warp counts itself into the next lap before the
+        // refill). Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm
+        // forward +5% at 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and
+        // more, whose warps meet in every reduction anyway) it was 2-6% slower than the barrier
+        // below, so those keep it, unless their rows are deferred (no reduction meets the
+        // warps). See "Stage release" above for the two orderings.
+        constexpr unsigned warps = row_cta_threads / warp_threads;
+        if constexpr (row_checkable_release) stream.release(ring);
+        __syncwarp();
+        if (laneid() == 0) {
+          if constexpr (!row_checkable_release) __threadfence_block();
+          if (atomicAdd(&stage_leavers[ring.index], 1u) % warps == warps - 1) {
+            if constexpr (row_checkable_release) stream.wait_released(ring);
+            else __threadfence_block();
+            issue_ahead(ring.index, item, use, segment, stream_t::stages);
+          }
         }
+        ring.advance();
+      } else if constexpr (Staged) {
+        __syncthreads();  // every thread is done with this stage: refill it
+        if (threadIdx.x == 0) issue_ahead(ring.index, item, use, segment, stream_t::stages);
+        ring.advance();
+      } else {
+        __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
       }
-      ring.advance();
-    } else if constexpr (Staged) {
-      __syncthreads();  // every thread is done with this stage: refill it
-      if (threadIdx.x == 0) {
-        const int64_t refill = order.after(item, use, stream_t::stages);
-        if (refill < items) stream.issue(ring.index, sources, refill * S::rows_per_item, rows, at.col0, chunk);
-      }
-      ring.advance();
-    } else {
-      __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
     }
     item = order.after(item, use, 1);  // read again rather than held across the row: one register less
   }

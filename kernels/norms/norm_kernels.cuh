@@ -374,7 +374,7 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // RMSNorm forward of 16-bit rows and weights (norm_forward_op::wide_rms): default_row_table,
 // but rows of 16K-32K columns in one CTA with 64 columns per thread (packed pairs) instead of a
 // cluster of 2 CTAs with 32.
-inline constexpr row_table rms_row_table = with_class(default_row_table, 6, {32768, 512, 1, 1, 64, true});
+inline constexpr row_table rms_row_table = with_classes(default_row_table, 6, {{32768, 512, 1, 1, 64, true}});
 
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {
