@@ -10,7 +10,9 @@
 //      and their sum, and the sum of the logits (label smoothing only), both sums reduced over
 //      the warp in one butterfly;
 //   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (m, s),
-//      a plain sum for the logits), so the row needs a single CTA/cluster exchange;
+//      a plain sum for the logits), so the row needs a single CTA/cluster exchange; rows of 32K
+//      columns and more without dlogits are streamed: read segment by segment by one group,
+//      each warp combining its segments' partials with the same ce_stats_op first;
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
 //      the label's logit from the staged row) writes the loss; with the fused gradient every
 //      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V), and the
@@ -228,6 +230,35 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
   return warp_partial(m, sum_exp, sum_logits, with_logit_sum);
 }
 
+// The forward without dlogits streams its rows of 32K columns and more (row_kernel.cuh,
+// "Streamed rows"): a group of 4 warps (32K-64K) or 8 warps (128K-256K) reads the row in
+// segments of 8K / 16K columns for 16-bit logits (64 per thread, packed pairs), 4K / 8K for
+// fp32 (32 per thread): 16 or 32 KiB per row and segment, 64 KiB stages, every group of a CTA
+// a row of its own. Measured on the H200 (bf16, x copy at 32K / 64K / 128K / 256K, same-run
+// A/Bs of 2026-11-30): clusters (packed_row_table) 0.80-0.82 / 0.78-0.79 / 0.70-0.71 /
+// 0.68-0.70; one CTA per row (512 threads, segments of 32K) 0.80-0.82 / 0.86-0.87 / 0.90-0.91 /
+// 0.93-0.94; groups of 8 warps 0.86 / 0.90 / 0.93 / 0.94; of 4 warps 0.87-0.89 / 0.90-0.92 /
+// 0.92-0.94 / 0.93-0.95; this table 0.87-0.89 / 0.90-0.91 / 0.92-0.94 / 0.94-0.96. At 16K the
+// 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments 0.85). fp32 takes the same
+// bytes per segment (not benchmarked: the benchmark is bf16).
+//
+//   class | max cols | 16-bit: threads x segments | fp32: threads x segments
+//   ------+----------+----------------------------+-------------------------
+//     6   |   32768  |  128 x 4  (8K columns)     |  128 x 8  (4K columns)
+//     7   |   65536  |  128 x 8                   |  128 x 16
+//     8   |  131072  |  256 x 8  (16K columns)    |  256 x 16 (8K columns)
+//     9   |  262144  |  256 x 16                  |  256 x 32
+inline constexpr row_table streamed_packed_table = with_classes(packed_row_table, 6,
+                                                                {{32768, 128, 1, 1, 64, true, 4},
+                                                                 {65536, 128, 1, 1, 64, true, 8},
+                                                                 {131072, 256, 1, 1, 64, true, 8},
+                                                                 {262144, 256, 1, 1, 64, true, 16}});
+inline constexpr row_table streamed_table = with_classes(default_row_table, 6,
+                                                         {{32768, 128, 1, 1, 32, false, 8},
+                                                          {65536, 128, 1, 1, 32, false, 16},
+                                                          {131072, 256, 1, 1, 32, false, 16},
+                                                          {262144, 256, 1, 1, 32, false, 32}});
+
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
 // dlogits its rows end in two scalars (loss, lse), so they are deferred rows: partial() gives
 // the row's warp statistics, the kernel posts them and finish() writes the loss, for rows of 4
@@ -249,8 +280,10 @@ struct ce_forward_op : row_op_defaults {
   // 64, which spread the per-row work of this instruction-bound reduction over twice the
   // elements), with dlogits from 32K on (wide_row_table: 64 columns, half the cluster; the
   // exponentials are recomputed in the output pass, as the backward does).
-  static constexpr const row_table& table =
-      !is_16bit_float<T> ? default_row_table : WriteGradient ? wide_row_table : packed_row_table;
+  // Without dlogits, rows from 32K columns on are streamed instead (streamed_packed_table /
+  // streamed_table above).
+  static constexpr const row_table& table = WriteGradient ? (is_16bit_float<T> ? wide_row_table : default_row_table)
+                                                          : (is_16bit_float<T> ? streamed_packed_table : streamed_table);
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }
@@ -269,8 +302,13 @@ struct ce_forward_op : row_op_defaults {
                                                  const T* (&in)[1], label_state& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
-    out.label = locate_label<layout>(r, at, p.ignore_index, p.cols);
-    out.label_logit = out.label.owned ? convert<float>(in[0][out.label.column]) : 0.f;
+    // Streamed rows: segment 0 starts the label state, the segment that holds the label's
+    // column (for this thread) completes it.
+    const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
+    if (at.segment == 0 || label.owned) {
+      out.label = label;
+      out.label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
+    }
     if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
@@ -282,6 +320,10 @@ struct ce_forward_op : row_op_defaults {
     }
   }
 
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE ce_stats combine(const ce_stats& running, const ce_stats& segment) const {
+    return ce_stats_op{}(running, segment);
+  }
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats total(const params&, const ce_stats* partials, uint32_t count) const {
     return reduce_slots(partials, count, ce_stats_op{});

@@ -41,6 +41,9 @@ struct options {
   float label_smoothing = 0.f;
   float z_loss_weight = 0.f;
   int64_t ignore_index = ::ignore_index;
+  // > 0: the label of row r >= 2 is (r * label_step) % vocab instead of a random class (to place
+  // labels at chosen columns, e.g. at the first or last column of each streamed segment).
+  int64_t label_step = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -117,8 +120,8 @@ struct problem {
   std::vector<double> dlogits;  // [rows, vocab] dense
 };
 
-// Labels: random, with row 0 -> class 0, row 1 -> class vocab - 1 (both ends of the
-// vocabulary), and every 5th row (from row 3) ignored.
+// Labels: random (or options::label_step apart), with row 0 -> class 0, row 1 -> class
+// vocab - 1 (both ends of the vocabulary), and every 5th row (from row 3) ignored.
 template <class T>
 problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options& o, float grad_scale,
                         bool per_row_gradient, uint64_t seed) {
@@ -132,7 +135,8 @@ problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options&
   std::uniform_int_distribution<int64_t> label_dist(0, vocab - 1);
   p.labels.resize(size_t(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    p.labels[size_t(r)] = r == 0 ? 0 : r == 1 ? vocab - 1 : (r % 5 == 3 ? o.ignore_index : label_dist(rng));
+    const int64_t label = o.label_step > 0 ? r * o.label_step % vocab : label_dist(rng);
+    p.labels[size_t(r)] = r == 0 ? 0 : r == 1 ? vocab - 1 : (r % 5 == 3 ? o.ignore_index : label);
   }
   p.grad_per_row = random_vector<float>(size_t(rows), rng, 0.5f, 2.f);
 
@@ -332,8 +336,8 @@ TEST_F(CrossEntropy, ManyRowsPerWorker) {
 
 // Deferred rows in every kind of group, each worker running through its four posted-reduction
 // buffers several times (> 8 rows per group): 4 warps per row (8K columns, 4 groups per CTA), 8
-// warps (16K, 2 groups), 16 warps (32K, the whole CTA), and clusters of 2 (fp32, 20000
-// columns), 4 and 8 CTAs (bf16, 65543 and 262144 columns).
+// warps (16K, 2 groups), 16 warps (32K, the whole CTA), and streamed rows of 2 segments (fp32,
+// 20000 columns), 3 and 8 (bf16, 65543 and 262144 columns).
 TEST_F(CrossEntropy, DeferredRowsManyRounds) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   check<bf16>(5000, 8000, 0, o, /*fused=*/false);
@@ -342,6 +346,25 @@ TEST_F(CrossEntropy, DeferredRowsManyRounds) {
   check<float>(700, 20000, 0, o, /*fused=*/false);
   check<bf16>(350, 65543, 0, {}, /*fused=*/false);
   check<bf16>(150, 262144, 0, o, /*fused=*/false);
+}
+
+// Streamed rows (the forward without dlogits reads rows of 64K columns and more, 32K for fp32,
+// as segments one after the other; row_kernel.cuh, "Streamed rows"): labels at the first and at
+// the last column of every segment (32768 bf16 / 16384 fp32 columns each), rows whose last
+// segments are skipped (131073 columns: 5 of the class's 8 segments; fp32 40000: 3 of 4, misaligned:
+// the direct path), label smoothing (the logits' sum over the segments), many rows per worker.
+TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
+  for (int64_t step : {int64_t(32768), int64_t(32767)}) {
+    const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_step = step};
+    check<bf16>(20, 262144, 0, o, /*fused=*/false);
+    check<bf16>(300, 131073, 0, o, /*fused=*/false);
+    check<fp16>(8, 65536, 0, o, /*fused=*/false);
+  }
+  for (int64_t step : {int64_t(16384), int64_t(16383)}) {
+    const options o{.label_smoothing = 0.1f, .label_step = step};
+    check<float>(20, 262144, 0, o, /*fused=*/false);
+    check<float>(9, 40000, 3, o, /*fused=*/false);
+  }
 }
 
 // With dlogits, 16-bit logits of 32K columns and more are held as packed pairs too
