@@ -5,6 +5,11 @@
 //   BM_stream_read         read every row from its stage, no reduction (1 tensor of traffic)
 //   BM_stream_read_reduce  the same plus one sum over the row's group / CTA / cluster
 //   BM_stream_copy         read every row from its stage and write it out (2 tensors)
+//   BM_stream_read_segments  streamed rows (row_config::segments): each group reads its row as
+//                          segments, one stage each, and reduces it once per row (deferred),
+//                          in the shapes of the cross-entropy forward; arg pad = elements
+//                          between rows (0: dense, so an unsegmented item is one bulk copy; 8:
+//                          one bulk copy per row, as every segmented item is)
 //
 // and two copies that do not use the row kernel, as references for its store path:
 //
@@ -83,6 +88,78 @@ void BM_stream(benchmark::State& state) {
   tb::time_on_stream(state, stream, [&] { tkd::run_rows<stream_op<Mode>>(params, stream); });
   const int tensors_moved = Mode == 2 ? 2 : 1;
   tb::set_throughput(state, 0, double(tensors_moved) * double(total_elements) * sizeof(bf16));
+  tb::copy_ceiling_ratio(state);
+}
+
+// Streamed rows (row_kernel.cuh, "Streamed rows"): every warp sums its columns of each segment
+// of its row, adds the segments' sums (combine) and posts them once per row; the row's total is
+// stored only if it is 1234.5 (never: the input is zero-filled). Groups of 4 warps with 64
+// columns per thread: 8K columns in one segment, 16K-64K in 2-8 segments of 8K; 128K-256K in
+// groups of 8 warps, 8-16 segments of 16K (the shapes of the cross-entropy forward's table).
+struct segment_params {
+  const bf16* x;
+  float* sums;
+  int64_t rows;
+  int cols;
+  int64_t stride;
+};
+inline constexpr tkd::row_table segment_table = [] {
+  tkd::row_table t = tkd::with_classes(tkd::default_row_table, 0,
+                                       {{8192, 128, 1, 1, 64},
+                                        {16384, 128, 1, 1, 64, false, 2},
+                                        {32768, 128, 1, 1, 64, false, 4},
+                                        {65536, 128, 1, 1, 64, false, 8},
+                                        {131072, 256, 1, 1, 64, false, 8},
+                                        {262144, 256, 1, 1, 64, false, 16}});
+  t.count = 6;
+  return t;
+}();
+struct segment_read_op : tkd::row_op_defaults {
+  using element = bf16;
+  using reduce_value = float;
+  using params = segment_params;
+  static constexpr int inputs = 1;
+  static constexpr const tkd::row_table& table = segment_table;
+  static constexpr bool claim_items = false;  // as the cross-entropy forward
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(tkd::row_config) { return true; }
+  TILEKIT_HOST_DEVICE static tilekit::row_source<bf16> source(const params& p, int) { return {p.x, p.stride}; }
+
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE float partial(const params& p, const tkd::row_place& at, int64_t, row_scalars,
+                                              const bf16* (&in)[1], pending<S>&) {
+    using layout = typename S::layout;
+    float v[layout::elements];
+    tilekit::load_row_aligned<layout>(v, in[0], p.cols - at.col0, at.thread);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < layout::elements; ++j) sum += v[j];
+    return tilekit::warp_reduce(sum, tilekit::sum_op{});
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE float combine(float running, float segment) const {
+    return running + segment;
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE float total(const params&, const float* partials, uint32_t count) const {
+    return tilekit::reduce_slots(partials, count, tilekit::sum_op{});
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const tkd::row_place& at, int64_t row, const pending<S>&,
+                                            float total) {
+    if (at.leader() && total == 1234.5f) p.sums[row] = total;
+  }
+};
+
+void BM_stream_read_segments(benchmark::State& state) {
+  const int64_t cols = state.range(0), pad = state.range(1), rows = total_elements / cols;
+  tb::cuda_stream stream;
+  const size_t elements = static_cast<size_t>(rows * (cols + pad));
+  tb::device_array<bf16> x(elements);
+  tb::device_array<float> sums(static_cast<size_t>(rows));
+  TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
+  const segment_params params{x.data(), sums.data(), rows, int(cols), cols + pad};
+  tb::time_on_stream(state, stream, [&] { tkd::run_rows<segment_read_op>(params, stream); });
+  tb::set_throughput(state, 0, double(total_elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
 }
 
@@ -234,6 +311,12 @@ void widths(benchmark::internal::Benchmark* b) {
   for (int64_t n : {1024, 16384, 262144}) b->Args({n});
 }
 
+void segment_widths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "pad"});
+  for (int64_t pad : {0, 8})
+    for (int64_t n : {8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n, pad});
+}
+
 void BM_stream_read(benchmark::State& state) { BM_stream<0>(state); }
 void BM_stream_read_reduce(benchmark::State& state) { BM_stream<1>(state); }
 void BM_stream_copy(benchmark::State& state) { BM_stream<2>(state); }
@@ -243,6 +326,7 @@ void BM_stream_copy(benchmark::State& state) { BM_stream<2>(state); }
 TILEKIT_BENCHMARK(BM_stream_read)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_read_reduce)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_copy)->Apply(widths);
+TILEKIT_BENCHMARK(BM_stream_read_segments)->Apply(segment_widths);
 TILEKIT_BENCHMARK(BM_bulk_copy);
 TILEKIT_BENCHMARK(BM_vector_copy);
 TILEKIT_BENCHMARK(BM_vector_copy_cached);
