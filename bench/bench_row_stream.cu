@@ -93,8 +93,9 @@ void BM_stream(benchmark::State& state) {
   tb::copy_ceiling_ratio(state);
 }
 
-// Streamed rows (row_kernel.cuh, "Streamed rows"): every warp sums its columns of each segment
-// of its row, adds the segments' sums (combine) and posts them once per row; the row's total is
+// Streamed rows (row_kernel.cuh, "Streamed rows"): every thread sums its columns of each
+// segment of its row (a running sum in `pending`), its warp reduces the sum at the row's last
+// segment, and the warp's sum is posted once per row; the row's total is
 // stored only if it is 1234.5 (never: the input is zero-filled). Groups of 4 warps with 64
 // columns per thread: 8K columns in one segment, 16K-64K in 2-8 segments of 8K; 128K-256K in
 // groups of 8 warps, 8-16 segments of 16K (the shapes of the cross-entropy forward's table).
@@ -127,19 +128,20 @@ struct segment_read_op : tkd::row_op_defaults {
   TILEKIT_HOST_DEVICE static tilekit::row_source<bf16> source(const params& p, int) { return {p.x, p.stride}; }
 
   template <class S>
+  struct pending {
+    float sum;  // this thread's columns of the row's segments so far
+  };
+  template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE float partial(const params& p, const tkd::row_place& at, int64_t, row_scalars,
-                                              const bf16* (&in)[1], pending<S>&) {
+                                              const bf16* (&in)[1], pending<S>& running) {
     using layout = typename S::layout;
     float v[layout::elements];
     tilekit::load_row_aligned<layout>(v, in[0], p.cols - at.col0, at.thread);
-    float sum = 0.f;
+    float sum = at.segment > 0 ? running.sum : 0.f;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) sum += v[j];
-    return tilekit::warp_reduce(sum, tilekit::sum_op{});
-  }
-  template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE float combine(float running, float segment) const {
-    return running + segment;
+    running.sum = sum;
+    return at.segment + 1 < at.segments ? 0.f : tilekit::warp_reduce(sum, tilekit::sum_op{});
   }
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE float total(const params&, const float* partials, uint32_t count) const {

@@ -130,11 +130,11 @@
 // row at once. Its wide rows need not be split over a cluster: one group (of 4 warps or more)
 // reads the row as `segments` chunks (segments), one after the other, each in a stage of the
 // ring: a deferred op's partial() is called once per segment (row_place::col0 is the segment's
-// first column, row_place::segment its index; segments past the row's end are skipped) and the
-// segments' partials are folded per warp with the op's
-//   template <class S> reduce_value combine(reduce_value running, reduce_value segment) const;
-// before the row's one posted reduction; `pending` carries over the segments (partial() of
-// segment 0 starts it, later ones add to it). A row's warps then meet once per row and never
+// first column, row_place::segment its index and row_place::segments the row's count; segments
+// past the row's end are skipped). `pending` carries over the segments (partial() of segment 0
+// starts it, later ones add to it: e.g. each thread's running statistics), and the value
+// partial() returns for the row's LAST segment is the warp's partial of the whole row, posted
+// as for any deferred row (the others are ignored). A row's warps then meet once per row and never
 // wait for other CTAs, and every SM streams rows of its own (clusters must be co-resident:
 // only 7 clusters of 16 fit on 132 SMs). Measured on the H200 (CE forward, bf16, 2026-11-30):
 // clusters -> streamed rows 0.78 -> 0.91 at 64K, 0.70 -> 0.94 at 256K. Segmented classes are
@@ -313,7 +313,8 @@ struct row_place {
   int col0;
   int64_t worker;
   int64_t workers;
-  int segment = 0;  // streamed rows: the segment at col0 (see "Streamed rows")
+  int segment = 0;   // streamed rows: the segment at col0 (see "Streamed rows")
+  int segments = 1;  // streamed rows: the row's segments
   // The one thread of a row that writes per-row outputs (statistics, losses).
   TILEKIT_HOST_DEVICE bool leader() const { return thread == 0 && col0 == 0; }
 };
@@ -743,7 +744,6 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   fetch(item, current);
   // Deferred rows: the one row whose reduction is in flight while the next row is computed.
   using pending = typename Op::template pending<S>;
-  using value = typename Op::reduce_value;
   struct in_flight_row {
     bool valid = false;
     int64_t row = 0;
@@ -752,13 +752,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   };
   constexpr bool defer = S::defers;
   [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
-  // Streamed rows: what the row's segments so far gave (the op's pending state, the warp's
-  // combined partial).
-  struct streamed_row {
-    pending state{};
-    value running{};
-  };
-  [[maybe_unused]] std::conditional_t<S::segmented, streamed_row, row_op_defaults> streamed;
+  // Streamed rows: the op's state of the row over its segments.
+  [[maybe_unused]] std::conditional_t<S::segmented, pending, row_op_defaults> streamed;
   stage_ring<stream_t::stages> ring;
   for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
     scalars next[rows_per_group];
@@ -769,6 +764,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       if constexpr (S::segmented) {
         here.col0 += segment * S::chunk_cols;
         here.segment = segment;
+        here.segments = segments;
       }
       if constexpr (Staged) stream.wait(ring);
       else copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
@@ -783,14 +779,13 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 #pragma unroll
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
           if constexpr (S::segmented) {
-            const value part = op.template partial<S>(p, here, row, current[k], in, streamed.state);
-            streamed.running = segment == 0 ? part : op.template combine<S>(streamed.running, part);
+            const typename Op::reduce_value part = op.template partial<S>(p, here, row, current[k], in, streamed);
             if (last_segment) {
-              const uint32_t round = ctx.post_warps(streamed.running);
+              const uint32_t round = ctx.post_warps(part);
               if (in_flight.valid)
                 op.template finish<S>(p, at, in_flight.row, in_flight.state,
                                       deferred_total<S>(op, p, ctx, in_flight.round));
-              in_flight = {true, row, streamed.state, round};
+              in_flight = {true, row, streamed, round};
             }
           } else if constexpr (defer) {
             pending state;

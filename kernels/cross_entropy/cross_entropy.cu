@@ -12,7 +12,8 @@
 //   3. ONE reduction of the warps' partials (ce_stats_op: an online-softmax combine for (m, s),
 //      a plain sum for the logits), so the row needs a single CTA/cluster exchange; rows of 32K
 //      columns and more without dlogits are streamed: read segment by segment by one group,
-//      each warp combining its segments' partials with the same ce_stats_op first;
+//      each thread folding its columns into running statistics, its warp combining them once
+//      per row (streamed_partial);
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
 //      the label's logit from the staged row) writes the loss; with the fused gradient every
 //      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V), and the
@@ -238,9 +239,11 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 // A/Bs of 2026-11-30): clusters (packed_row_table) 0.80-0.82 / 0.78-0.79 / 0.70-0.71 /
 // 0.68-0.70; one CTA per row (512 threads, segments of 32K) 0.80-0.82 / 0.86-0.87 / 0.90-0.91 /
 // 0.93-0.94; groups of 8 warps 0.86 / 0.90 / 0.93 / 0.94; of 4 warps 0.87-0.89 / 0.90-0.92 /
-// 0.92-0.94 / 0.93-0.95; this table 0.87-0.89 / 0.90-0.91 / 0.92-0.94 / 0.94-0.96. At 16K the
-// 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments 0.85). fp32 takes the same
-// bytes per segment (not benchmarked: the benchmark is bf16).
+// 0.92-0.94 / 0.93-0.95; this table 0.87-0.89 / 0.90-0.91 / 0.92-0.94 / 0.94-0.96 (warp
+// partials per segment, combined per warp), and with per-thread running statistics
+// (streamed_partial) 0.877 -> 0.883 / 0.906 -> 0.919 / 0.933 -> 0.939 / 0.948 -> 0.957 (same
+// run, 23:02 UTC). At 16K the 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments
+// 0.85). fp32 takes the same bytes per segment (not benchmarked: the benchmark is bf16).
 //
 //   class | max cols | 16-bit: threads x segments | fp32: threads x segments
 //   ------+----------+----------------------------+-------------------------
@@ -294,12 +297,18 @@ struct ce_forward_op : row_op_defaults {
     ce_label label;
     float label_logit;  // the label's logit, read by the thread that owns its column
   };
+  // Streamed rows also carry this thread's running statistics over the row's segments.
+  struct streamed_state : label_state {
+    float max;         // of this thread's logits so far
+    float sum_exp;     // of exp(logit - max) over them
+    float sum_logits;  // of them (label smoothing only, else 0)
+  };
   template <class S>
-  using pending = label_state;
+  using pending = std::conditional_t<S::segmented, streamed_state, label_state>;
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats partial(const params& p, const row_place& at, int64_t, const ce_row& r,
-                                                 const T* (&in)[1], label_state& out) {
+                                                 const T* (&in)[1], pending<S>& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     // Streamed rows: segment 0 starts the label state, the segment that holds the label's
@@ -309,7 +318,9 @@ struct ce_forward_op : row_op_defaults {
       out.label = label;
       out.label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
     }
-    if constexpr (packed_rows<S>) {
+    if constexpr (S::segmented) {
+      return streamed_partial<S>(p, at, in[0], out);
+    } else if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
       return warp_statistics<layout>(pairs, cols, at.thread, p.label_smoothing != 0.f);
@@ -320,9 +331,42 @@ struct ce_forward_op : row_op_defaults {
     }
   }
 
+  // A segment of a streamed row: each thread folds its columns into its running (max, sum of
+  // exp(x - max), sum of x), rescaling the sum when the max grows (one exponential per thread
+  // and segment); the warp combines the threads' statistics (ce_stats_op) only at the row's last
+  // segment, so the other segments need no shuffle at all.
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE ce_stats combine(const ce_stats& running, const ce_stats& segment) const {
-    return ce_stats_op{}(running, segment);
+  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at, const T* segment,
+                                                                 streamed_state& out) {
+    using layout = typename S::layout;
+    const int cols = p.cols - at.col0;
+    const bool with_logit_sum = p.label_smoothing != 0.f;
+    float m = 0.f, sum_exp = 0.f, sum_logits = 0.f;
+    if constexpr (packed_rows<S>) {
+      packed_t<T> pairs[layout::elements / 2];
+      load_row_pairs_aligned<layout>(pairs, segment, cols, at.thread, convert<T>(-infinity));
+      m = tilekit::detail::thread_max(pairs);
+      if (at.segment > 0) m = fmaxf(m, out.max);
+      if (m != -infinity)  // else only padding (or -inf logits) so far: a sum of 0
+        sum_exp = tilekit::detail::exp2_sum_of(pairs, [m](float x) { return (x - m) * log2e; });
+      if (with_logit_sum) sum_logits = sum_of_logits<layout>(pairs, cols, at.thread);
+    } else {
+      float values[layout::elements];
+      load_row_aligned<layout>(values, segment, cols, at.thread, -infinity);
+      if (with_logit_sum) sum_logits = sum_of_logits<layout>(values, cols, at.thread);
+      m = tilekit::detail::thread_max(values);
+      if (at.segment > 0) m = fmaxf(m, out.max);
+      if (m != -infinity) sum_exp = tilekit::detail::exp2_in_place(values, [m](float x) { return (x - m) * log2e; });
+    }
+    if (at.segment > 0) {
+      if (out.max != -infinity) sum_exp = fmaf(out.sum_exp, exp2_fast((out.max - m) * log2e), sum_exp);
+      sum_logits += out.sum_logits;
+    }
+    out.max = m;
+    out.sum_exp = sum_exp;
+    out.sum_logits = sum_logits;
+    if (at.segment + 1 < at.segments) return {};  // not posted
+    return warp_reduce(ce_stats{m, sum_exp, sum_logits, 0.f}, ce_stats_op{});
   }
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats total(const params&, const ce_stats* partials, uint32_t count) const {

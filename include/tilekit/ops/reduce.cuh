@@ -171,16 +171,20 @@ struct fmax_op {  // fmaxf: a NaN loses to a number (max_op keeps a > b ? a : b 
   TILEKIT_DEVICE TILEKIT_INLINE float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-// Max over a thread's values (two independent chains) and then over the warp.
+// Max over a thread's values (two independent chains), and then over the warp.
 template <int N>
-TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
+TILEKIT_DEVICE TILEKIT_INLINE float thread_max(const float (&values)[N]) {
   float m0 = -infinity, m1 = -infinity;
 #pragma unroll
   for (int j = 0; j < N; j += 2) {
     m0 = fmaxf(m0, values[j]);
     if (j + 1 < N) m1 = fmaxf(m1, values[j + 1]);
   }
-  return warp_reduce(fmaxf(m0, m1), fmax_op{});
+  return fmaxf(m0, m1);
+}
+template <int N>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const float (&values)[N]) {
+  return warp_reduce(thread_max(values), fmax_op{});
 }
 
 // values[j] := 2^exponent(values[j]) in place and this thread's sum of them (two independent
@@ -234,10 +238,10 @@ TILEKIT_DEVICE TILEKIT_INLINE max_sum warp_exp_sum_natural(float (&values)[N]) {
 
 namespace detail {
 // The max of a thread's packed 16-bit pairs (one HMNMX2 per two elements, two chains; a NaN
-// loses to a number, as fmaxf) and then over the warp.
+// loses to a number, as fmaxf), and then over the warp.
 template <int N, class P>
-TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const P (&pairs)[N]) {
-  static_assert(is_16bit_float<element_t<P>>, "warp_max: bf16 or fp16 pairs");
+TILEKIT_DEVICE TILEKIT_INLINE float thread_max(const P (&pairs)[N]) {
+  static_assert(is_16bit_float<element_t<P>>, "thread_max: bf16 or fp16 pairs");
   P m0 = pairs[0], m1 = pairs[N > 1 ? 1 : 0];
 #pragma unroll
   for (int j = 2; j < N; j += 2) {
@@ -245,7 +249,11 @@ TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const P (&pairs)[N]) {
     if (j + 1 < N) m1 = __hmax2(m1, pairs[j + 1]);
   }
   const float2 top = unpack_pair(__hmax2(m0, m1));
-  return warp_reduce(fmaxf(top.x, top.y), fmax_op{});
+  return fmaxf(top.x, top.y);
+}
+template <int N, class P>
+TILEKIT_DEVICE TILEKIT_INLINE float warp_max(const P (&pairs)[N]) {
+  return warp_reduce(thread_max(pairs), fmax_op{});
 }
 
 // A thread's sum of 2^exponent(x) over its packed pairs, each pair unpacked once (the
