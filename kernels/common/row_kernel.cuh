@@ -134,10 +134,11 @@
 // past the row's end are skipped). `pending` carries over the segments (partial() of segment 0
 // starts it, later ones add to it: e.g. each thread's running statistics), and the value
 // partial() returns for the row's LAST segment is the warp's partial of the whole row, posted
-// as for any deferred row (the others are ignored). A row's warps then meet once per row and never
-// wait for other CTAs, and every SM streams rows of its own (clusters must be co-resident:
-// only 7 clusters of 16 fit on 132 SMs). Measured on the H200 (CE forward, bf16, 2026-11-30):
-// clusters -> streamed rows 0.78 -> 0.91 at 64K, 0.70 -> 0.94 at 256K. Segmented classes are
+// as for any deferred row (the others are ignored). A row's warps then meet once per row and
+// never wait for other CTAs, and every SM streams rows of its own (clusters must be
+// co-resident: only 7 clusters of 16 fit on 132 SMs). Measured on the H200 (CE forward, bf16,
+// 2026-11-30, same-run A/Bs): clusters -> streamed rows 0.78 -> 0.92 at 64K, 0.70 -> 0.96 at
+// 256K (docs/performance.md, "Streamed rows"). Segmented classes are
 // deferred, of one row per group, never clustered, and keep the static item order (claimed:
 // 0.885 -> 0.835 at 32K; and visiting each row's segments in a rotated order, so that the
 // workers read different segments at once, measured 7-8% slower at 32K-128K).
