@@ -665,6 +665,30 @@ TILEKIT_DEVICE TILEKIT_INLINE auto deferred_total(const Op& op, const P& p, cons
   });
 }
 
+// Deferred rows: the one row whose reduction is in flight while the next row is computed.
+template <class S, class Op>
+struct in_flight_row {
+  bool valid = false;
+  int64_t row = 0;
+  typename Op::template pending<S> state{};
+  uint32_t round = 0;  // of its posted reduction
+
+  // Finish this row, if there is one (its total folded from its posted partials).
+  template <class P, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(Op& op, const P& p, const row_place& at, const Ctx& ctx) const {
+    if (valid) op.template finish<S>(p, at, row, state, deferred_total<S>(op, p, ctx, round));
+  }
+  // Post this warp's partial of row `next`, finish this row, and put `next` in flight with
+  // what its finish() will need.
+  template <class P, class Ctx, class V>
+  TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
+                                             int64_t next, const typename Op::template pending<S>& next_state) {
+    const uint32_t next_round = ctx.post_warps(partial);
+    finish(op, p, at, ctx);
+    *this = {true, next, next_state, next_round};
+  }
+};
+
 // Claimed: the items come from slot `claim_slot` of row_claim_counters (this launch's stream's;
 // staged and row_claimable only), else in the static order (claim_slot unused).
 template <class Op, int ConfigIndex, bool Staged, bool Claimed = false>
@@ -743,16 +767,10 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   scalars current[rows_per_group];
   int64_t item = order.first();
   fetch(item, current);
-  // Deferred rows: the one row whose reduction is in flight while the next row is computed.
+  // Deferred rows: the row in flight (in_flight_row).
   using pending = typename Op::template pending<S>;
-  struct in_flight_row {
-    bool valid = false;
-    int64_t row = 0;
-    pending state{};
-    uint32_t round = 0;  // of its posted reduction
-  };
   constexpr bool defer = S::defers;
-  [[maybe_unused]] std::conditional_t<defer, in_flight_row, row_op_defaults> in_flight;
+  [[maybe_unused]] std::conditional_t<defer, in_flight_row<S, Op>, row_op_defaults> in_flight;
   // Streamed rows: the op's state of the row over its segments.
   [[maybe_unused]] std::conditional_t<S::segmented, pending, row_op_defaults> streamed;
   stage_ring<stream_t::stages> ring;
@@ -780,20 +798,12 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 #pragma unroll
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
           if constexpr (S::segmented) {
-            const typename Op::reduce_value part = op.template partial<S>(p, here, row, current[k], in, streamed);
-            if (last_segment) {
-              const uint32_t round = ctx.post_warps(part);
-              if (in_flight.valid)
-                op.template finish<S>(p, at, in_flight.row, in_flight.state,
-                                      deferred_total<S>(op, p, ctx, in_flight.round));
-              in_flight = {true, row, streamed, round};
-            }
+            const auto partial = op.template partial<S>(p, here, row, current[k], in, streamed);
+            if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed);
           } else if constexpr (defer) {
             pending state;
-            const uint32_t round = ctx.post_warps(op.template partial<S>(p, at, row, current[k], in, state));
-            if (in_flight.valid)
-              op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
-            in_flight = {true, row, state, round};
+            const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
+            in_flight.replace(op, p, at, ctx, partial, row, state);
           } else {
             op.template row<S>(p, at, row, current[k], in, ctx);
           }
@@ -834,10 +844,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     item = order.after(item, use, 1);  // read again rather than held across the row: one register less
   }
   if (threadIdx.x == 0) order.finish();
-  if constexpr (defer) {
-    if (in_flight.valid)
-      op.template finish<S>(p, at, in_flight.row, in_flight.state, deferred_total<S>(op, p, ctx, in_flight.round));
-  }
+  if constexpr (defer) in_flight.finish(op, p, at, ctx);
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
   op.template end<S>(p, at, op_shared);
   if constexpr (S::cluster_ctas > 1) cluster::sync();  // no CTA exits while peers may write into it
