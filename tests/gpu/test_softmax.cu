@@ -100,12 +100,9 @@ double tolerance_for() {
   return std::max(tolerance<T>(), 1e-5);
 }
 
+// Softmax of the strided input x against the fp64 reference.
 template <class T>
-void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, float hi = 4.f) {
-  SCOPED_TRACE(::testing::Message() << dtype_name(type_of<T>()) << " rows=" << s.rows << " cols=" << s.cols
-                                    << " pad=" << s.pad << " range=[" << lo << ", " << hi << ")");
-  std::mt19937_64 rng(test_seed() + seed_offset);
-  const std::vector<T> x = random_strided<T>(s, rng, lo, hi);
+void check_forward_of(const shape& s, const std::vector<T>& x) {
   device_buffer<T> x_device(x);
   device_buffer<T> y_device(x.size());  // poisoned
   const int64_t stride = s.cols + s.pad;
@@ -122,6 +119,14 @@ void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, fl
   const std::vector<T> y = unpad(y_device.download(), s, &overwritten);
   EXPECT_EQ(overwritten, 0u) << "the kernel wrote into the padding between rows";
   TILEKIT_EXPECT_CLOSE(y, softmax_reference(x, s), tolerance_for<T>());
+}
+
+template <class T>
+void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, float hi = 4.f) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(type_of<T>()) << " rows=" << s.rows << " cols=" << s.cols
+                                    << " pad=" << s.pad << " range=[" << lo << ", " << hi << ")");
+  std::mt19937_64 rng(test_seed() + seed_offset);
+  check_forward_of<T>(s, random_strided<T>(s, rng, lo, hi));
 }
 
 // In place (y == x).
@@ -181,6 +186,36 @@ TEST_F(Softmax, ForwardDeferredRowsManyRounds) {
   check_forward_in_place({300, 100000, 0});
   check_forward<bf16>({1200, 32768, 0}, 10);
   check_forward<fp16>({600, 40000, 0}, 11);
+}
+
+// 16-bit rows of 32K-64K columns are split over a cluster of 2 CTAs, 64 columns per thread as
+// pairs (wide_row_table): second slices of 1 column, of part of the warps, full; many rows per
+// worker; the maximum of a row in its first or its second CTA's slice, the other slice 30
+// below it (its exponentials ~1e-13 of the row's: the slices' (base, sum) pairs must be
+// rescaled, not added); the direct path (misaligned rows); in place.
+TEST_F(Softmax, ForwardRowsOfTwoCtas) {
+  for (int64_t cols : {int64_t(32769), int64_t(50000), int64_t(65536)}) {
+    check_forward<bf16>({rows_for(cols, 5), cols, 0});
+    check_forward<fp16>({rows_for(cols, 5), cols, 0});
+  }
+  check_forward<bf16>({1200, 49152, 0}, 12);
+  check_forward<bf16>({3, 65536, 0}, 13, -900.f, -860.f);
+  for (bool high_second : {false, true}) {
+    SCOPED_TRACE(high_second ? "maximum in the second slice" : "maximum in the first slice");
+    const shape s{6, 65536, 0};
+    std::mt19937_64 rng(test_seed() + 14);
+    std::vector<bf16> x = random_strided<bf16>(s, rng, -2.f, 2.f);
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.cols; ++c)
+        if ((c >= 32768) == high_second) {
+          bf16& v = x[size_t(r * s.cols + c)];
+          v = convert<bf16>(convert<float>(v) + 30.f);
+        }
+    check_forward_of<bf16>(s, x);
+  }
+  check_forward<bf16>({5, 65536, 3}, 15);
+  check_forward<fp16>({4, 40001, 5}, 16);
+  check_forward_in_place({300, 60000, 0});
 }
 
 TEST_F(Softmax, ForwardSingleRow) {
