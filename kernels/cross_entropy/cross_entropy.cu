@@ -275,6 +275,10 @@ struct ce_forward_op : row_op_defaults {
   using params = ce_forward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
+  // With dlogits rows are not deferred: keeping the logits' pairs, label and gradient of the
+  // row in flight while the next row is read spilled ~100 bytes per thread at the register cap
+  // (packed clusters of 4-8 CTAs: 128K 0.767 -> 0.595, 256K 0.757 -> 0.598x copy; H200,
+  // 2026-12-01).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return !WriteGradient; }
   // Static item order: claimed, these kernels measured 2-16% slower (row_kernel.cuh, "Item order").
   static constexpr bool claim_items = false;
