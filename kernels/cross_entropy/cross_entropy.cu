@@ -256,6 +256,9 @@ inline constexpr row_table streamed_packed_table = with_classes(packed_row_table
                                                                  {65536, 128, 1, 1, 64, true, 8},
                                                                  {131072, 256, 1, 1, 64, true, 8},
                                                                  {262144, 256, 1, 1, 64, true, 16}});
+// The forward with dlogits of bf16 logits: packed_row_table, but rows of 1K columns as 32 floats
+// per thread (see ce_forward_op::table).
+inline constexpr row_table fused_packed_table = with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}});
 inline constexpr row_table streamed_table = with_classes(default_row_table, 6,
                                                          {{32768, 128, 1, 1, 32, false, 8},
                                                           {65536, 128, 1, 1, 32, false, 16},
@@ -285,11 +288,18 @@ struct ce_forward_op : row_op_defaults {
   // 16-bit logits held as packed pairs (packed_rows<S>): without dlogits from 1K columns on
   // (packed_row_table: 32 columns per thread at 1K, whose max takes one HMNMX2 per pair, then
   // 64, which spread the per-row work of this instruction-bound reduction over twice the
-  // elements), with dlogits from 32K on (wide_row_table: 64 columns, half the cluster; the
-  // exponentials are recomputed in the output pass, as the backward does).
+  // elements); with dlogits, bf16 from 2K on (fused_packed_table) and fp16 from 32K on
+  // (wide_row_table: 64 columns, half the cluster; the exponentials are recomputed in the
+  // output pass, as the backward does). bf16 with dlogits measured 4K / 8K / 16K 0.840 /
+  // 0.806 / 0.816 -> 0.860 / 0.863 / 0.868x copy as 64 columns of pairs instead of 32 floats,
+  // 1K 0.858 -> 0.853 as 32 pairs (so 1K keeps floats; H200, 2026-12-01, same-run A/B, after
+  // the dlogits were written by groups). fp16 keeps 32 floats below 32K: its pairs spill
+  // there (20-76 bytes; not measured).
   // Without dlogits, rows from 32K columns on are streamed instead (streamed_packed_table /
   // streamed_table above).
-  static constexpr const row_table& table = WriteGradient ? (is_16bit_float<T> ? wide_row_table : default_row_table)
+  static constexpr const row_table& table = WriteGradient ? (std::is_same_v<T, bf16>   ? fused_packed_table
+                                                           : is_16bit_float<T> ? wide_row_table
+                                                                               : default_row_table)
                                                           : (is_16bit_float<T> ? streamed_packed_table : streamed_table);
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};

@@ -367,15 +367,18 @@ TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
   }
 }
 
-// With dlogits, 16-bit logits of 32K columns and more are held as packed pairs too
-// (wide_row_table) and the dlogits recomputed from them: those classes, aligned and not.
+// With dlogits, bf16 logits of more than 1K columns and fp16 logits of 32K and more are held
+// as packed pairs too (fused_packed_table, wide_row_table) and the dlogits recomputed from them:
+// every such class of bf16 (2K, 4K, 8K, 16K, 32K, clusters), aligned and not.
 TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
-  for (int64_t v : {int64_t(32768), int64_t(40000), int64_t(131073)}) {
+  for (int64_t v : {int64_t(2000), int64_t(3001), int64_t(8000), int64_t(12345), int64_t(32768), int64_t(40000),
+                    int64_t(131073)}) {
     check<bf16>(rows_for(v, 7), v, 0, o, /*fused=*/true);
-    if (v < 65536) check<fp16>(rows_for(v, 3), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
+    if (v >= 32768 && v < 65536) check<fp16>(rows_for(v, 3), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
   }
   check<bf16>(5, 40000, 3, o, /*fused=*/true);
+  check<bf16>(7, 12345, 5, o, /*fused=*/true);
 }
 
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
