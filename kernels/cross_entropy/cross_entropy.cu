@@ -5,7 +5,7 @@
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf): as floats, or, for 16-bit
 //      logits, as packed pairs (without dlogits from 1K columns on, packed_row_table; with
-//      dlogits from 32K on, wide_row_table);
+//      dlogits, bf16 from 2K on, fused_packed_table, fp16 from 32K on, wide_row_table);
 //   2. per warp: m = max (shuffles), the exponentials exp(x - m) (in place on the float path)
 //      and their sum, and the sum of the logits (label smoothing only), both sums reduced over
 //      the warp in one butterfly;
@@ -16,8 +16,9 @@
 //      per row (streamed_partial);
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
 //      the label's logit from the staged row) writes the loss; with the fused gradient every
-//      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V), and the
-//      label's owner then rewrites its one element with the extra -(1 - eps) g.
+//      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V) (from
+//      packed pairs: recomputed, one 16-byte group at a time), and the label's owner then
+//      rewrites its one element with the extra -(1 - eps) g.
 // Backward: every element is independent once lse is known (no reduction): read logits, write
 // dlogits (the label's element patched the same way). Labels, lse and upstream gradients are
 // per-row scalars fetched one item ahead.
