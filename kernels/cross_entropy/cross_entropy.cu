@@ -439,24 +439,14 @@ struct ce_forward_op : row_op_defaults {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * lse);
       const float uniform_target = g * p.smoothing_per_class;
-      // One 16-byte group at a time (a one-group layout shifted by the group's first column):
-      // the whole row's dlogits as floats next to its pairs spilled at the 128-register cap
-      // (136 bytes at 32K), by groups nothing does. H200, 2026-12-01, same-run A/B: 32K / 64K /
-      // 128K / 256K 0.771 / 0.783 / 0.713 / 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
+      // One 16-byte group at a time (store_row_from_pairs): the whole row's dlogits as floats
+      // next to its pairs spilled at the 128-register cap (136 bytes at 32K), by groups nothing
+      // does. H200, 2026-12-01, same-run A/B: 32K / 64K / 128K / 256K 0.771 / 0.783 / 0.713 /
+      // 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      using group = row_layout<layout::threads, 1, layout::group_elements>;
-#pragma unroll
-      for (int k = 0; k < layout::groups; ++k) {
-        float out_values[group::elements];
-#pragma unroll
-        for (int i = 0; i < group::elements / 2; ++i) {
-          const float2 x = unpack_pair(pairs[k * group::elements / 2 + i]);
-          out_values[2 * i] = dlogit_from_logit(x.x, lse, probability_scale, uniform_target);
-          out_values[2 * i + 1] = dlogit_from_logit(x.y, lse, probability_scale, uniform_target);
-        }
-        const int offset = k * group::columns;
-        store_row<group, cache_policy::streaming>(out + offset, out_values, cols - offset, at.thread);
-      }
+      store_row_from_pairs<layout, 1, cache_policy::streaming>(
+          out, pairs, [&](float x) { return dlogit_from_logit(x, lse, probability_scale, uniform_target); }, cols,
+          at.thread);
       if (label.owned)
         patch_label_dlogit(out, label, exp2_fast((label_logit - lse) * log2e), probability_scale, uniform_target, g,
                            smoothing);

@@ -305,6 +305,32 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
   }
 }
 
+// Store f(x) for each element x of the thread's packed pairs (the layout of
+// load_row_pairs_aligned), converted to T like store_row; columns >= cols are not written. The
+// floats are computed and stored BlockGroups groups at a time: a block of groups is a layout of
+// its own, shifted by its first column, so only one block's floats are live next to the pairs
+// (the whole row's floats can push a kernel at its register cap into spills), while
+// BlockGroups = Layout::groups computes the whole row first (more independent work in flight,
+// where the registers allow it).
+template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal, class T, class F>
+TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], F f,
+                                                        int cols, int thread) {
+  static_assert(BlockGroups >= 1 && Layout::groups % BlockGroups == 0, "store_row_from_pairs: blocks of whole groups");
+  using block = row_layout<Layout::threads, BlockGroups, Layout::group_elements>;
+#pragma unroll
+  for (int b = 0; b < Layout::groups / BlockGroups; ++b) {
+    float values[block::elements];
+#pragma unroll
+    for (int i = 0; i < block::elements / 2; ++i) {
+      const float2 x = unpack_pair(pairs[b * block::elements / 2 + i]);
+      values[2 * i] = f(x.x);
+      values[2 * i + 1] = f(x.y);
+    }
+    const int offset = b * block::columns;
+    store_row<block, Policy>(row + offset, values, cols - offset, thread);
+  }
+}
+
 #endif  // __CUDACC__
 
 }  // namespace tilekit
