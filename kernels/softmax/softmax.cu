@@ -135,8 +135,8 @@ struct softmax_forward_op : row_op_defaults {
     const float shift = total.base + log2_fast(total.sum);
     // Computed and stored in blocks of groups (store_row_from_pairs): deferred rows, which hold
     // the next row's pairs meanwhile, one 16-byte group at a time (H200, 2026-12-01, same-run
-    // A/B: 256K 0.87 -> 0.89x copy, 128K +0.5%); the others the whole row at once, which
-    // measured faster for them (32K: 0.936 against 0.910 by groups).
+    // A/B: 128K / 256K 0.866 / 0.876 -> 0.875 / 0.889x copy); the others the whole row at once,
+    // which measured faster for them (32K: 0.936 against 0.910 by groups).
     store_row_from_pairs<layout, S::defers ? 1 : layout::groups, cache_policy::streaming>(
         static_cast<T*>(p.y) + row * p.y_row_stride + at.col0, pairs,
         [shift](float x) { return exp2_fast(fmaf(x, log2e, -shift)); }, p.cols - at.col0, at.thread);
