@@ -43,13 +43,15 @@
 // matrix; measured on the H200, such persistent copies reach ~0.90x of cudaMemcpy, the same
 // copies taking their items IN ORDER from a global counter ~0.94-0.95x (bench_row_stream:
 // BM_bulk_copy vs BM_ordered_bulk_copy). So staged launches of ops without per-worker results
-// and without clusters may CLAIM their items (a second instantiation, row_kernel<..., Claimed =
-// true>, so that the static kernel carries none of it): thread 0 of each CTA takes the next item
-// number from a counter with an atomic add (row_item_order below: claims run stages + 2 uses
-// ahead and each atomic's latency is hidden behind one item; the claimed numbers reach the other
-// threads through the stages' barriers). The counter is a slot of a per-stream array
+// may CLAIM their items (a second instantiation, row_kernel<..., Claimed = true>, so that the
+// static kernel carries none of it): thread 0 of each CTA takes the next item number from a
+// counter with an atomic add (row_item_order below: claims run stages + 2 uses ahead and each
+// atomic's latency is hidden behind one item; the claimed numbers reach the other threads
+// through the stages' barriers). In a cluster, thread 0 of rank 0 claims for the cluster and
+// pushes each item number into every peer's table (row_item_order, "published"); each CTA
+// still loads its own chunks. The counter is a slot of a per-stream array
 // (row_claim_counters: a stream's launches run one after the other, so they can share one), and
-// the launch's last CTA resets it, so no launch needs a memset or a workspace. Launches under
+// the launch's last claimer resets it, so no launch needs a memset or a workspace. Launches under
 // CUDA-graph capture, and small ones (below row_claim_min_items_per_worker items per worker),
 // keep the static order; TILEKIT_ROW_ORDER=static|claimed|auto (default auto) overrides it for
 // measurements and tests. Norm backward keeps the static order: its per-worker partial sums
@@ -58,7 +60,11 @@
 // (H200, 2026-11-30; the cause is not known: they are the kernels at the 128-register cap, and
 // issuing each claim two uses ahead instead of one changed nothing), while RMSNorm / LayerNorm /
 // softmax forward at 1K-32K gained 2-6% (0.87-0.89 -> 0.90-0.93x copy) and the softmax and
-// cross-entropy backward 2-5%.
+// cross-entropy backward 2-5%. Cluster classes claim only where the op opts in
+// (claim_cluster_items(config)): same-binary A/B on the H200 (2026-12-01, bf16, static ->
+// claimed), softmax forward 128K 0.870 -> 0.901x copy, softmax backward 32K-128K 0.93-0.97 ->
+// 0.985-0.990, RMSNorm forward 64K 0.886 -> 0.933; but RMSNorm 256K (clusters of 16) 0.923 ->
+// 0.781 and the cross-entropy backward 1-3% slower at 32K-256K, so those keep the static order.
 //
 // Stage release. With several row groups per CTA, the last warp out of a stage refills it
 // (see the loop). Its bulk copies must come after every thread's reads of the stage. By
@@ -330,6 +336,9 @@ struct row_op_defaults {
   // fewer than row_defer_min_warps warps never are).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return false; }
   static constexpr bool claim_items = true;     // see "Item order" above
+  // Whether the cluster class `c` claims too (rank 0 for its cluster, row_item_order
+  // "published"): only where an op measured it faster (see "Item order").
+  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config) { return false; }
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
   template <class S>
@@ -490,12 +499,12 @@ struct row_claim_counter {
   unsigned done;
 };
 inline constexpr int row_claim_slots = 1024;
-// Whether schedule S of Op may claim its items when staged: one CTA per worker (a cluster would
-// have to share its claims), rows in one stage each (not streamed: claims count items, not
-// segments), and no per-worker results (their rows must not vary by run).
+// Whether schedule S of Op may claim its items when staged: rows in one stage each (not
+// streamed: claims count items, not segments), and no per-worker results (their rows must not
+// vary by run). In a cluster, rank 0 claims for its peers (row_item_order, "published").
 template <class Op, class S>
-inline constexpr bool row_claimable =
-    Op::claim_items && S::cluster_ctas == 1 && !S::segmented && !Op::per_worker_results;
+inline constexpr bool row_claimable = Op::claim_items && (S::cluster_ctas == 1 || Op::claim_cluster_items(S::config)) &&
+                                      !S::segmented && !Op::per_worker_results;
 
 #if defined(__CUDACC__)
 // Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
@@ -596,43 +605,113 @@ static __device__ row_claim_counter row_claim_counters[row_claim_slots];
 // readers. Table slots:
 // when thread 0 writes entry x + Stages + 2 (visit x), every warp has left use x - Stages, so the
 // oldest entry still to be read is x - Stages + 1: 2 Stages + 2 entries in use at most.
+//
+// Published (a cluster, Ranks > 1): every CTA of the cluster must take the same items, so thread
+// 0 of rank 0 alone claims (start, visit, finish as above) and pushes each item number into the
+// table of every CTA, its own included, with st.async: the 4-byte store and its completion
+// travel together to a per-slot mbarrier of the receiving CTA (the DSMEM protocol of the
+// cluster reductions, ops/sync/cluster.cuh). Phase k of slot s is the item of use s + 32 k: a
+// reader of use u waits for parity (u / 32) & 1, then reads the slot. Each phase expects one
+// arrival and 4 bytes; thread 0 of each CTA arms the phase of use u + 32 when it visits use u
+// (after its own wait for use u: the phase of u has completed; the push may land before the arm,
+// the transaction count just goes negative for a while). Timing: the entry of use u + Stages + 2
+// is pushed when rank 0 starts use u, a peer reads it at the latest when it leaves use u + 2
+// (refilling for use u + 2 + Stages), and a peer leaves a use only after the row reductions of
+// its rows, to which rank 0 contributes; the same coupling keeps rank 0 from pushing the next
+// entry of a slot (32 uses later) before every reader of the slot's current one has read it.
+// Every entry pushed is waited for by each CTA before it exits (finish), so no store is in
+// flight into a CTA that has left. (Weak pushes, st.shared::cluster of tagged words polled with
+// ld.shared, measured ~3% faster for the softmax forward at 64K-256K, but rely on racing weak
+// accesses, which the PTX memory model leaves undefined; an earlier version built on them failed
+// the cluster tests, for a reason not found: a standalone replica of its protocol read no wrong
+// item in 3.4e9 reads. Polling with ld.relaxed.cluster instead cost 0.876 -> 0.76x copy at 64K.)
 // Claimed = false: the static order (worker + u * workers), nothing else compiled in.
-template <int Stages, bool Claimed>
+template <int Stages, bool Claimed, int Ranks = 1>
 struct row_item_order {
   static constexpr int slots = 32;
   static_assert(2 * Stages + 2 <= slots, "row_item_order: claims run further ahead than the table holds");
-  int64_t (&table)[slots];  // shared (claimed order only)
-  int claim_slot;           // the kernel parameter (claimed order only)
+  static constexpr bool published = Claimed && Ranks > 1;
+  // The shared table: item numbers by use slot; published, also the slots' mbarriers.
+  struct published_table {
+    uint32_t items[slots];
+    mbarrier landed[slots];
+  };
+  using table_t = std::conditional_t<published, published_table, int64_t[slots]>;
+  table_t& table;      // shared (claimed order only)
+  int claim_slot;      // the kernel parameter (claimed order only)
   int64_t worker, workers;
-  unsigned pending = 0;     // thread 0: the claim of the next visit
+  bool claims;         // this CTA claims (every CTA, but only rank 0 of a cluster)
+  unsigned pending = 0;  // thread 0 of a claimer: the claim of the next visit
 
+  TILEKIT_DEVICE TILEKIT_INLINE row_item_order(table_t& t, int slot, int64_t w, int64_t ws)
+      : table(t), claim_slot(slot), worker(w), workers(ws), claims(!published || cluster::rank() == 0) {}
   TILEKIT_DEVICE TILEKIT_INLINE row_claim_counter& counter() const { return row_claim_counters[claim_slot]; }
-  TILEKIT_DEVICE TILEKIT_INLINE int64_t first() const { return Claimed ? table[0] : worker; }
+  // The item of `use` (claimed order).
+  TILEKIT_DEVICE TILEKIT_INLINE int64_t item_of(uint32_t use) const {
+    if constexpr (published) {
+      table.landed[use % slots].wait((use / slots) & 1u);
+      return table.items[use % slots];
+    } else {
+      return table[use % slots];
+    }
+  }
+  // Record the item of `use` (in every CTA's table when published).
+  TILEKIT_DEVICE TILEKIT_INLINE void put(uint32_t use, unsigned item) {
+    if constexpr (published) {
+#pragma unroll 1
+      for (uint32_t r = 0; r < uint32_t(Ranks); ++r)
+        cluster::store_remote_async(cluster::map_shared(&table.items[use % slots], r), item,
+                                    cluster::map_shared(&table.landed[use % slots], r));
+    } else {
+      table[use % slots] = item;
+    }
+  }
+  TILEKIT_DEVICE TILEKIT_INLINE int64_t first() const { return Claimed ? item_of(0) : worker; }
   // The item `ahead` uses after `current`, the item of `use`.
   TILEKIT_DEVICE TILEKIT_INLINE int64_t after(int64_t current, uint32_t use, int ahead) const {
-    return Claimed ? table[(use + ahead) % slots] : current + ahead * workers;
+    return Claimed ? item_of(use + ahead) : current + ahead * workers;
   }
   // Thread 0, before the CTA barrier that follows it: the items of uses 0 .. Stages + 1.
+  // Published: every CTA's thread 0 initialises and arms its slots here (before the
+  // init_barriers_fence and the cluster barrier that follow), and the claimer claims after that
+  // barrier (claim_first).
   TILEKIT_DEVICE TILEKIT_INLINE void start() {
+    if constexpr (published) {
+      for (int s = 0; s < slots; ++s) {
+        table.landed[s].init(1);
+        table.landed[s].arrive_expect_tx(sizeof(uint32_t));
+      }
+    } else {
+      claim_first();
+    }
+  }
+  TILEKIT_DEVICE TILEKIT_INLINE void claim_first() {
     if constexpr (Claimed) {
-      for (int u = 0; u < Stages + 2; ++u) table[u] = atomicAdd(&counter().next, 1u);
+      if (!claims) return;
+      for (int u = 0; u < Stages + 2; ++u) put(u, atomicAdd(&counter().next, 1u));
       pending = atomicAdd(&counter().next, 1u);
     }
   }
   // Thread 0, when the stage of `use` is full.
   TILEKIT_DEVICE TILEKIT_INLINE void visit(uint32_t use) {
+    if constexpr (published) table.landed[use % slots].arrive_expect_tx(sizeof(uint32_t));  // use + 32
     if constexpr (Claimed) {
-      table[(use + Stages + 2) % slots] = pending;
+      if (!claims) return;
+      put(use + Stages + 2, pending);
       pending = atomicAdd(&counter().next, 1u);
     }
   }
-  // Thread 0, after its last claim: the last CTA out resets the counter for the stream's next
-  // launch (every CTA's claims precede its count: fence, atomic; the last one's reset follows
-  // all counts: atomic, fence).
-  TILEKIT_DEVICE TILEKIT_INLINE void finish() {
+  // Thread 0, after the loop (`uses` uses visited): the last claimer out resets the counter for
+  // the stream's next launch (every claimer's claims precede its count: fence, atomic; the last
+  // one's reset follows all counts: atomic, fence). Published: the claimer pushed the items of
+  // uses 0 .. uses + Stages + 1; wait for the ones this CTA may not have read.
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(uint32_t uses) {
+    if constexpr (published)
+      for (uint32_t u = uses; u < uses + Stages + 2; ++u) item_of(u);
     if constexpr (Claimed) {
+      if (!claims) return;
       __threadfence();
-      if (atomicAdd(&counter().done, 1u) == gridDim.x - 1) {
+      if (atomicAdd(&counter().done, 1u) == gridDim.x / uint32_t(Ranks) - 1) {
         __threadfence();
         counter().next = 0;
         counter().done = 0;
@@ -714,9 +793,10 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 
   // Warps that have left each stage, over all laps (see the release below).
   __shared__ unsigned stage_leavers[stream_t::stages];
-  // The worker's items, by use (see "Item order").
-  using order_t = row_item_order<stream_t::stages, Claimed>;
-  __shared__ int64_t claimed_items[order_t::slots];
+  // The worker's items, by use (see "Item order"; a cluster's are claimed by rank 0, the
+  // claimer, and published to its peers).
+  using order_t = row_item_order<stream_t::stages, Claimed, S::cluster_ctas>;
+  __shared__ typename order_t::table_t claimed_items;
   order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
     storage.init();
@@ -729,6 +809,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   op.template begin<S>(p, at, op_shared);  // may fill shared memory: the barrier below orders it
   if constexpr (S::cluster_ctas > 1) cluster::sync();  // peers' reduction barriers exist
   else __syncthreads();
+  if constexpr (order_t::published)
+    if (threadIdx.x == 0) order.claim_first();  // every CTA's table is armed
 
   const int64_t items = ceil_div(rows, int64_t(S::rows_per_item));
   // Streamed rows (see above): the segments of this launch's rows (those past the row's end are
@@ -774,7 +856,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // Streamed rows: the op's state of the row over its segments.
   [[maybe_unused]] std::conditional_t<S::segmented, pending, row_op_defaults> streamed;
   stage_ring<stream_t::stages> ring;
-  for (uint32_t use = 0; item < items; ++use) {  // `use` counts only for the claimed order
+  uint32_t use = 0;  // counts only for the claimed order
+  for (; item < items; ++use) {
     scalars next[rows_per_group];
     fetch(order.after(item, use, 1), next);
 #pragma unroll 1
@@ -843,7 +926,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     }
     item = order.after(item, use, 1);  // read again rather than held across the row: one register less
   }
-  if (threadIdx.x == 0) order.finish();
+  if (threadIdx.x == 0) order.finish(use);
   if constexpr (defer) in_flight.finish(op, p, at, ctx);
   __syncthreads();  // op.end may reuse shared memory that other threads read in the loop
   op.template end<S>(p, at, op_shared);
@@ -908,6 +991,9 @@ int64_t resident_workers() {
   constexpr size_t shared = row_kernel_shared_bytes<Op, I, Staged>();
   if (S::cluster_ctas > 8)
     TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  if constexpr (Staged && row_claimable<Op, S> && S::cluster_ctas > 8)
+    TILEKIT_CHECK_CUDA(
+        cudaFuncSetAttribute(row_kernel<Op, I, true, true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   if constexpr (Staged && row_claimable<Op, S>)  // the claimed variant: same launch shape

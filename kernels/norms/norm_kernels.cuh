@@ -388,6 +388,13 @@ struct norm_forward_op : row_op_defaults {
   static constexpr bool stream_residual = Residual && sizeof(T) == 2;
   static constexpr int inputs = stream_residual ? 2 : 1;
   static constexpr bool is_layer = Kind == norm_kind::layer;
+  // Claimed cluster items (row_item_order, "published"): RMSNorm rows over clusters of 2-4 CTAs
+  // only. bf16, H200, 2026-12-01, same-binary A/B static -> claimed: 64K (4 CTAs) 0.886 -> 0.933x
+  // copy, 128K (8) 0.912 -> 0.905, 256K (16) 0.923 -> 0.781. The LayerNorm forward keeps the
+  // static order (it lost with an earlier, faulty version of the claims, 256K 0.72 -> 0.62).
+  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) {
+    return !is_layer && c.cluster_ctas <= 4;
+  }
   // RMSNorm of 16-bit rows with a 16-bit weight and no residual: rows of 16K-32K columns in one
   // CTA, 64 columns per thread held as packed pairs (rms_row_table), instead of a cluster of 2.
   static constexpr bool wide_rms = !is_layer && is_16bit_float<T> && is_16bit_float<W> && !Residual;

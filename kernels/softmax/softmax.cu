@@ -64,6 +64,10 @@ struct softmax_forward_op : row_op_defaults {
   // 0.865-0.872 against 0.874-0.876x copy, with a posted or a CTA-barrier reduction; H200,
   // 2026-12-01. What 64K loses against 32K, 0.94, is not the cluster.)
   static constexpr const row_table& table = is_16bit_float<T> ? wide_row_table : default_row_table;
+  // Clusters claim their items (row_item_order, "published"). bf16, H200, 2026-12-01, same-binary
+  // A/B static -> claimed: 64K (2 CTAs) 0.879 -> 0.883x copy, 128K (4) 0.870 -> 0.901, 256K (8)
+  // 0.888 -> 0.898.
+  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) { return c.cluster_ctas <= 8; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
@@ -149,6 +153,10 @@ struct softmax_backward_op : row_op_defaults {
   using reduce_value = float;
   using params = softmax_backward_params;
   static constexpr int inputs = 2;  // y, dy
+  // Clusters of up to 8 CTAs claim their items (as the forward). bf16, H200, 2026-12-01, static
+  // -> claimed: 32K (2 CTAs) 0.934 -> 0.985x copy, 64K (4) 0.952 -> 0.990, 128K (8) 0.965 ->
+  // 0.990; 256K (16) even, 0.990 either way.
+  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) { return c.cluster_ctas <= 8; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.y), p.y_row_stride}
                   : row_source<T>{static_cast<const T*>(p.dy), p.dy_row_stride};

@@ -2,10 +2,12 @@
 // may claim their items from a per-stream counter instead of the static stride. Checked with a
 // small row op of this file (y = x * scale[row], one visit count per row, a group reduction per
 // row so that rows meet in barriers as real ops do):
-//   * both orders, every size class of the default table (4 rows per warp .. 16K columns, and a
-//     cluster class and a misaligned matrix, which stay static), rows from 1 to several items
+//   * both orders, every size class of the default table (4 rows per warp .. 16K columns, the
+//     clusters of 2 to 16 CTAs, whose rank 0 claims and whose last CTA out of a stage refills it
+//     in every CTA, and a misaligned matrix, which stays static), rows from 1 to several items
 //     per worker: every row written once with its own per-row scalar (the scalars are fetched
-//     one item ahead from the claimed table, so a wrong or stale table entry shows up here);
+//     one item ahead from the claimed table, or with the stage's item number in a cluster, so a
+//     wrong or stale table entry shows up here);
 //   * the counter is back at zero after every launch (the last CTA resets it);
 //   * many launches back to back on one stream, with no host synchronization in between;
 //   * launches on four streams at once, each with its own slot;
@@ -44,6 +46,7 @@ struct scale_op : tkd::row_op_defaults {
   using reduce_value = float;
   using params = scale_params;
   static constexpr int inputs = 1;
+  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(tkd::row_config) { return true; }
   struct row_scalars {
     float scale;
   };
@@ -139,14 +142,16 @@ struct stream_owner {
 
 class RowOrder : public GpuTest {};
 
-// Columns per size class of the default table (fp32: 4 columns per 16 bytes), a cluster class
-// and a misaligned row stride (direct path): the last two must ignore the slot.
+// Columns per size class of the default table (fp32: 4 columns per 16 bytes), the cluster
+// classes (the last with a CTA of the cluster past the row's end: 200000 columns over 16 CTAs
+// of 16384) and a misaligned row stride (direct path, which must ignore the slot).
 struct shape {
   int cols;
   int64_t stride;
 };
 const shape shapes[] = {{100, 100}, {1000, 1000}, {2000, 2004}, {3000, 3000}, {8000, 8000},
-                        {16000, 16000}, {20000, 20000}, {1001, 1001}};
+                        {16000, 16000}, {20000, 20000}, {40000, 40000}, {100000, 100004},
+                        {200000, 200000}, {1001, 1001}};
 
 TEST_F(RowOrder, BothOrdersComputeEveryRowOnce) {
   std::mt19937_64 rng(test_seed());
@@ -178,6 +183,8 @@ void back_to_back(bool claimed) {
   std::vector<problem> problems;
   for (int i = 0; i < 12; ++i)
     problems.emplace_back(int64_t(3000 + 797 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
+  for (int i = 0; i < 4; ++i)  // clusters of 2 and 4 CTAs, several items per cluster
+    problems.emplace_back(int64_t(700 + 97 * i), (i % 2) ? 20000 : 60000, (i % 2) ? 20000 : 60000, rng);
   for (const problem& pr : problems) launch(pr, s.stream, claimed ? slot : -1);  // no synchronization in between
   TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
   for (size_t i = 0; i < problems.size(); ++i) problems[i].check("launch " + std::to_string(i));
@@ -247,3 +254,47 @@ TEST_F(RowOrder, AutomaticOrderClaimsBigLaunchesOnly) {
 }
 
 }  // namespace
+
+// The published table of a cluster (row_item_order with Ranks > 1) on its own: rank 0 pushes
+// the items of uses 0 .. uses - 1 (full 32-bit values), 8 uses ahead, while every thread of
+// every CTA reads each use's item and counts wrong values; thread 0 of each CTA re-arms a slot
+// once it has read it (visit). A cluster barrier every 16 uses keeps rank 0 less than 32 uses
+// ahead of the slowest reader (what the row reductions do in the kernel). A reader that takes an
+// entry before it landed, or the entry of another use, counts; one that waits for an entry that
+// never comes hangs (the test's timeout).
+namespace published_table {
+constexpr int ranks = 4;
+constexpr int lead = 8;
+__host__ __device__ inline unsigned item_of_use(uint32_t use) { return use * 2654435761u ^ 0x9E3779B9u; }
+
+__global__ void __cluster_dims__(ranks, 1, 1) poll_kernel(unsigned* wrong, uint32_t uses) {
+  using order_t = tkd::row_item_order<3, true, ranks>;
+  __shared__ order_t::table_t table;
+  order_t order{table, 0, 0, 1};
+  if (threadIdx.x == 0) order.start();
+  init_barriers_fence();
+  cluster::sync();
+  const bool writer = cluster::rank() == 0 && threadIdx.x == 0;
+  if (writer)
+    for (uint32_t u = 0; u < uint32_t(lead); ++u) order.put(u, item_of_use(u));
+  unsigned bad = 0;
+  for (uint32_t u = 0; u < uses; ++u) {
+    if (writer && u + lead < uses) order.put(u + lead, item_of_use(u + lead));
+    bad += uint32_t(order.item_of(u)) != item_of_use(u);
+    if (threadIdx.x == 0) table.landed[u % order_t::slots].arrive_expect_tx(sizeof(uint32_t));  // arm use u + 32
+    if (u % 16 == 15) cluster::sync();
+  }
+  if (bad) atomicAdd(wrong, bad);
+  cluster::sync();
+}
+}  // namespace published_table
+
+TEST_F(RowOrder, PublishedTableDeliversEveryItem) {
+  device_buffer<unsigned> wrong(1);
+  TILEKIT_CHECK_CUDA(cudaMemset(wrong.get(), 0, sizeof(unsigned)));
+  published_table::poll_kernel<<<dim3(132 / published_table::ranks * published_table::ranks), dim3(128)>>>(
+      wrong.get(), 200000u);
+  TILEKIT_CHECK_CUDA(cudaGetLastError());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(wrong.download()[0], 0u) << "a reader took an entry that was not the item of its use";
+}
