@@ -12,7 +12,7 @@
 // needs half the cluster and half the cluster reductions per byte; the row stays in registers
 // as packed pairs (32 registers), steps 2-3 sum the exponentials without keeping them, and
 // step 4 recomputes them as y_j = 2^(x_j log2 e - (B + log2 S)) (one FFMA and one MUFU.EX2);
-// from 128K columns on, one row later (deferred rows, see deferred_rows below).
+// from 64K columns on, one row later (deferred rows, see deferred_rows below).
 // Backward, per row, one read of y and dy and one write of dx:
 //   dot = sum_j y_j * dy_j (one sum reduction), dx_j = y_j * (dy_j - dot).
 #include "softmax/softmax.h"
@@ -65,21 +65,22 @@ struct softmax_forward_op : row_op_defaults {
   // 2026-12-01. What 64K loses against 32K, 0.94, is not the cluster.)
   static constexpr const row_table& table = is_16bit_float<T> ? wide_row_table : default_row_table;
   // Clusters claim their items (row_item_order, "published"). bf16, H200, 2026-12-01, same-binary
-  // A/B static -> claimed: 64K (2 CTAs) 0.879 -> 0.883x copy, 128K (4) 0.870 -> 0.901, 256K (8)
-  // 0.888 -> 0.898.
+  // A/B static -> claimed: 64K (2 CTAs) 0.867 -> 0.903x copy (deferred; undeferred 0.879 ->
+  // 0.883), 128K (4) 0.870 -> 0.901, 256K (8) 0.888 -> 0.898.
   TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) { return c.cluster_ctas <= 8; }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
 
-  // Rows held as packed pairs over clusters of 4 CTAs or more (128K columns and up) are deferred
-  // rows (row_kernel.cuh): each warp posts its (base, sum), keeps its pairs and goes on with the
+  // Rows held as packed pairs over clusters (64K columns and up) are deferred rows
+  // (row_kernel.cuh): each warp posts its (base, sum), keeps its pairs and goes on with the
   // next row; the row's y is written one row later, so no warp or CTA of a row waits for the
   // others. Measured on the H200 (2026-11-30, same-run A/B): 128K 0.80 -> 0.87x copy, 256K
-  // 0.79 -> 0.87x; but 32K (one CTA) 0.94 -> 0.91 and 64K (2 CTAs) 0.88 -> 0.87, which stay
-  // undeferred.
+  // 0.79 -> 0.87x; but 32K (one CTA) 0.94 -> 0.91, which stays undeferred. 64K (2 CTAs) lost
+  // too in the static order (0.88 -> 0.87) and was left undeferred until the clusters claimed
+  // their items: claimed, deferred 0.903 against 0.877 undeferred (2026-12-01, 05:10 UTC).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
-    return is_16bit_float<T> && c.pairs && c.cluster_ctas >= 4;
+    return is_16bit_float<T> && c.pairs && c.cluster_ctas >= 2;
   }
   template <class S>
   struct pending {
