@@ -3,11 +3,10 @@
 // small row op of this file (y = x * scale[row], one visit count per row, a group reduction per
 // row so that rows meet in barriers as real ops do):
 //   * both orders, every size class of the default table (4 rows per warp .. 16K columns, the
-//     clusters of 2 to 16 CTAs, whose rank 0 claims and whose last CTA out of a stage refills it
-//     in every CTA, and a misaligned matrix, which stays static), rows from 1 to several items
-//     per worker: every row written once with its own per-row scalar (the scalars are fetched
-//     one item ahead from the claimed table, or with the stage's item number in a cluster, so a
-//     wrong or stale table entry shows up here);
+//     clusters of 2 to 16 CTAs, whose rank 0 claims for the cluster and pushes the item numbers
+//     into every CTA's table, and a misaligned matrix, which stays static), rows from 1 to
+//     several items per worker: every row written once with its own per-row scalar (the scalars
+//     are fetched one item ahead from the table, so a wrong or stale table entry shows up here);
 //   * the counter is back at zero after every launch (the last CTA resets it);
 //   * many launches back to back on one stream, with no host synchronization in between;
 //   * launches on four streams at once, each with its own slot;
