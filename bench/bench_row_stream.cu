@@ -22,9 +22,17 @@
 //   BM_block_copy          one block of 16-byte vectors per CTA, many CTAs (elementwise shape)
 //   BM_ordered_copy        persistent CTAs claiming 32 KiB items in order from a global counter
 //   BM_ordered_bulk_copy   BM_bulk_copy claiming its items in order from a global counter
+//   BM_paced_bulk_copy     BM_bulk_copy in its static order, paced by a global count of finished
+//                          items (arg: the pace, in quarter items; the row kernel's "Paced order")
+//
+// The three bulk copies also report tail_pct, from one more launch after the timed ones: the
+// time between the first and the last CTA's end, in percent of the launch (static: ~35-40%,
+// claimed or paced ~1-4%; H200, 2026-12-01).
 //
 // bf16, M * N = 2^28 elements, GB/s of minimal traffic and x_copy as in bench_softmax.
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "common/row_kernel.cuh"
 #include "harness/harness.cuh"
@@ -123,7 +131,9 @@ struct segment_read_op : tkd::row_op_defaults {
   using params = segment_params;
   static constexpr int inputs = 1;
   static constexpr const tkd::row_table& table = segment_table;
-  static constexpr bool claim_items = false;  // as the cross-entropy forward
+  TILEKIT_HOST_DEVICE static constexpr tkd::item_order item_order_for(tkd::row_config) {  // as the CE forward
+    return tkd::item_order::fixed;
+  }
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(tkd::row_config) { return true; }
   TILEKIT_HOST_DEVICE static tilekit::row_source<bf16> source(const params& p, int) { return {p.x, p.stride}; }
 
@@ -169,18 +179,35 @@ void BM_stream_read_segments(benchmark::State& state) {
 
 // Bulk copy through shared memory: per CTA a ring of `bulk_stages` items of `bulk_item_bytes`;
 // thread 0 waits for its k-th item, stores it with one bulk store, waits until the store has read
-// the stage, and refills the stage with its (k + bulk_stages)-th item. Ordered = false: CTA b
-// copies items b, b + grid, b + 2 grid, ... (static grid stride); true: it claims its items IN
-// ORDER from a global counter (zeroed before each launch), each claim made one refill ahead so
-// that thread 0 never waits for the atomic's round trip.
+// the stage, and refills the stage with its (k + bulk_stages)-th item. Orders: fixed, CTA b
+// copies items b, b + grid, b + 2 grid, ... (static grid stride); claimed, it claims its items
+// IN ORDER from a global counter (zeroed before each launch), each claim made one refill ahead
+// so that thread 0 never waits for the atomic's round trip; paced, the static stride, but a CTA
+// that has finished k items loads its next one only once the CTAs have finished (k - pace / 4)
+// items each on average (the same counter counts finished items; the count checked is the one
+// the previous item's atomic returned, so its latency is hidden, and the CTA polls only when it
+// is short). times (optional): per CTA its start and end (globaltimer, ns).
 constexpr int bulk_stages = 6;
 constexpr uint32_t bulk_item_bytes = 32 * 1024;
-template <bool Ordered>
+enum class bulk_order { fixed, claimed, paced };
+__device__ __forceinline__ unsigned long long global_time() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned long long load_relaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+template <bulk_order Order>
 __global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y, int64_t items,
-                                                          unsigned long long* counter) {
+                                                          unsigned long long* counter, int pace,
+                                                          unsigned long long* times) {
   extern __shared__ __align__(128) unsigned char stages[];
   __shared__ tilekit::mbarrier full[bulk_stages];
   if (threadIdx.x != 0) return;
+  if (times) times[2 * blockIdx.x] = global_time();
   for (int s = 0; s < bulk_stages; ++s) full[s].init(1);
   tilekit::init_barriers_fence();
   auto load = [&](int s, int64_t item) {
@@ -189,13 +216,15 @@ __global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y
                                    reinterpret_cast<const unsigned char*>(x) + item * bulk_item_bytes,
                                    bulk_item_bytes, full[s]);
   };
+  constexpr bool ordered = Order == bulk_order::claimed;
   auto claim = [&] { return int64_t(atomicAdd(counter, 1ull)); };
   int64_t item_of[bulk_stages];  // the item each stage holds
   for (int s = 0; s < bulk_stages; ++s) {
-    item_of[s] = Ordered ? claim() : blockIdx.x + s * int64_t(gridDim.x);
+    item_of[s] = ordered ? claim() : blockIdx.x + s * int64_t(gridDim.x);
     if (item_of[s] < items) load(s, item_of[s]);
   }
-  int64_t pending = Ordered ? claim() : 0;
+  int64_t pending = ordered ? claim() : 0;
+  unsigned long long done_seen = 0;
   for (int64_t k = 0;; ++k) {
     const int s = int(k % bulk_stages);
     const int64_t item = item_of[s];
@@ -205,15 +234,24 @@ __global__ void __launch_bounds__(32, 1) bulk_copy_kernel(const bf16* x, bf16* y
                                     stages + s * bulk_item_bytes, bulk_item_bytes);
     tilekit::tma::store_commit();
     tilekit::tma::store_wait_read<0>();
-    if constexpr (Ordered) {
+    if constexpr (ordered) {
       item_of[s] = pending;
       pending = claim();
     } else {
       item_of[s] = item + int64_t(bulk_stages) * gridDim.x;
     }
+    if constexpr (Order == bulk_order::paced) {
+      const int64_t need = ((k + 1) * 4 - pace) * int64_t(gridDim.x) / 4;  // this CTA has done k + 1 items
+      if (item_of[s] < items && need > 0 && int64_t(done_seen) < need) {
+        while (int64_t(load_relaxed(counter)) < need) {
+        }
+      }
+      done_seen = atomicAdd(counter, 1ull) + 1;  // this item done; read at the next one
+    }
     if (item_of[s] < items) load(s, item_of[s]);
   }
   tilekit::tma::store_wait<0>();
+  if (times) times[2 * blockIdx.x + 1] = global_time();
 }
 
 // Streaming: ld/st.global.cs (evict-first), as the row kernels store; else default caching.
@@ -267,10 +305,9 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
   }
 }
 
-// Kind 0: bulk copies; 1: grid-stride vectors, streaming; 2: the same, default caching;
-// 3: one block of vectors per CTA (block_copy_kernel); 4: ordered_copy_kernel; 5: bulk copies
-// claimed in order (4 and 5: the counter reset is a 8-byte memset inside the timed
-// region, ~1% of a run).
+// Kind 1: grid-stride vectors, streaming; 2: the same, default caching; 3: one block of vectors
+// per CTA (block_copy_kernel); 4: ordered_copy_kernel (the counter reset is a 8-byte memset
+// inside the timed region, ~1% of a run).
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
   tb::cuda_stream stream;
@@ -279,23 +316,15 @@ void BM_reference_copy(benchmark::State& state) {
   TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
   int sms = 0;
   TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
-  for (auto kernel : {bulk_copy_kernel<false>, bulk_copy_kernel<true>})
-    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-  const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
   const auto* x4 = reinterpret_cast<const uint4*>(x.data());
   auto* y4 = reinterpret_cast<uint4*>(y.data());
   const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
   tb::device_array<unsigned long long> counter(1);
   tb::time_on_stream(state, stream, [&] {
-    if constexpr (Kind == 0) bulk_copy_kernel<false><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, nullptr);
-    else if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
+    if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
     else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
-    else if constexpr (Kind == 5) {
-      TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
-      bulk_copy_kernel<true><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data());
-    } else {
+    else {
       TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
       ordered_copy_kernel<<<sms * 4, 512, 0, stream>>>(x4, y4, vectors, counter.data());
     }
@@ -303,12 +332,50 @@ void BM_reference_copy(benchmark::State& state) {
   tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
 }
-void BM_bulk_copy(benchmark::State& state) { BM_reference_copy<0>(state); }
 void BM_vector_copy(benchmark::State& state) { BM_reference_copy<1>(state); }
 void BM_vector_copy_cached(benchmark::State& state) { BM_reference_copy<2>(state); }
 void BM_block_copy(benchmark::State& state) { BM_reference_copy<3>(state); }
 void BM_ordered_copy(benchmark::State& state) { BM_reference_copy<4>(state); }
-void BM_ordered_bulk_copy(benchmark::State& state) { BM_reference_copy<5>(state); }
+
+// Bulk copies in the three orders (arg: the pace, for the paced one), with the spread of the
+// CTAs' end times in one more launch after the timed ones: tail_pct = (last end - first end) /
+// (last end - first start), in percent. The counter reset is a 8-byte memset inside the timed
+// region (~1% of a run) in every order.
+template <bulk_order Order>
+void BM_bulk_order(benchmark::State& state) {
+  tb::cuda_stream stream;
+  const size_t elements = static_cast<size_t>(total_elements);
+  tb::device_array<bf16> x(elements), y(elements);
+  TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
+  int sms = 0;
+  TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
+  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel<Order>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
+  const int pace = int(state.range(0));
+  tb::device_array<unsigned long long> counter(1), times(2 * size_t(sms));
+  auto launch = [&](unsigned long long* t) {
+    TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
+    bulk_copy_kernel<Order><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data(), pace, t);
+  };
+  tb::time_on_stream(state, stream, [&] { launch(nullptr); });
+  tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
+  tb::copy_ceiling_ratio(state);
+  launch(times.data());
+  std::vector<unsigned long long> host(2 * size_t(sms));
+  TILEKIT_CHECK_CUDA(cudaMemcpyAsync(host.data(), times.data(), host.size() * 8, cudaMemcpyDeviceToHost, stream));
+  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(stream));
+  unsigned long long first_start = ~0ull, first_end = ~0ull, last_end = 0;
+  for (int b = 0; b < sms; ++b) {
+    first_start = std::min(first_start, host[2 * b]);
+    first_end = std::min(first_end, host[2 * b + 1]);
+    last_end = std::max(last_end, host[2 * b + 1]);
+  }
+  state.counters["tail_pct"] = 100.0 * double(last_end - first_end) / double(last_end - first_start);
+}
+void BM_bulk_copy(benchmark::State& state) { BM_bulk_order<bulk_order::fixed>(state); }
+void BM_ordered_bulk_copy(benchmark::State& state) { BM_bulk_order<bulk_order::claimed>(state); }
+void BM_paced_bulk_copy(benchmark::State& state) { BM_bulk_order<bulk_order::paced>(state); }
 
 void widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({"N"});
@@ -331,10 +398,11 @@ TILEKIT_BENCHMARK(BM_stream_read)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_read_reduce)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_copy)->Apply(widths);
 TILEKIT_BENCHMARK(BM_stream_read_segments)->Apply(segment_widths);
-TILEKIT_BENCHMARK(BM_bulk_copy);
+TILEKIT_BENCHMARK(BM_bulk_copy)->Arg(0);
 TILEKIT_BENCHMARK(BM_vector_copy);
 TILEKIT_BENCHMARK(BM_vector_copy_cached);
 TILEKIT_BENCHMARK(BM_block_copy);
 TILEKIT_BENCHMARK(BM_ordered_copy);
-TILEKIT_BENCHMARK(BM_ordered_bulk_copy);
+TILEKIT_BENCHMARK(BM_ordered_bulk_copy)->Arg(0);
+TILEKIT_BENCHMARK(BM_paced_bulk_copy)->Arg(4)->Arg(5)->Arg(6)->Arg(8)->Arg(12);
 TILEKIT_BENCHMARK_MAIN()

@@ -53,18 +53,35 @@
 // (row_claim_counters: a stream's launches run one after the other, so they can share one), and
 // the launch's last claimer resets it, so no launch needs a memset or a workspace. Launches under
 // CUDA-graph capture, and small ones (below row_claim_min_items_per_worker items per worker),
-// keep the static order; TILEKIT_ROW_ORDER=static|claimed|auto (default auto) overrides it for
-// measurements and tests. Norm backward keeps the static order: its per-worker partial sums
-// must cover the same rows in every run (deterministic dw). An op can opt out
-// (claim_items = false): the cross-entropy forwards measured 2-16% SLOWER claimed at most widths
-// (H200, 2026-11-30; the cause is not known: they are the kernels at the 128-register cap, and
-// issuing each claim two uses ahead instead of one changed nothing), while RMSNorm / LayerNorm /
-// softmax forward at 1K-32K gained 2-6% (0.87-0.89 -> 0.90-0.93x copy) and the softmax and
-// cross-entropy backward 2-5%. Cluster classes claim only where the op opts in
-// (claim_cluster_items(config)): same-binary A/B on the H200 (2026-12-01, bf16, static ->
-// claimed), softmax forward 128K 0.870 -> 0.901x copy, softmax backward 32K-128K 0.93-0.97 ->
-// 0.985-0.990, RMSNorm forward 64K 0.886 -> 0.933; but RMSNorm 256K (clusters of 16) 0.923 ->
-// 0.781 and the cross-entropy backward 1-3% slower at 32K-256K, so those keep the static order.
+// keep the static order; TILEKIT_ROW_ORDER overrides it for measurements and tests (row_order
+// below).
+//
+// Paced order. Claims cannot serve ops with per-worker results (the norm backward: each
+// worker's partial dw must sum the same rows in every run, or dw is not deterministic), but the
+// static order can be kept from drifting: every CTA counts its visits (its items started) on
+// the same counter, and a CTA starts its u-th item only once the CTAs have started
+// u - row_pace_quarters / 4 items each on average (row_item_order, static order with a slot).
+// The items, and every result, are those of the static order; only the timing changes. Copies
+// paced so (bench_row_stream, BM_paced_bulk_copy; H200, 2026-12-01) reach what claimed copies
+// reach (0.95x against 0.94-0.95 claimed, 0.89 static); looser paces lose it gradually (1.5 items
+// 0.94, 2 items 0.93, 3 items 0.91). Since the wait is only a hint, it gives up after
+// row_pace_patience_polls: a launch whose CTAs are not all resident (a GPU shared with other
+// kernels or MPS clients) must not wait forever for CTAs that cannot start.
+//
+// Which order a size class takes is the op's choice (item_order_for(config), from measurements;
+// row_op_defaults: claimed for one CTA per worker, static for clusters). Same-binary A/Bs on the
+// H200, bf16, x copy: claims lifted RMSNorm / LayerNorm / softmax forward at 1K-32K by 2-6%
+// (0.87-0.89 -> 0.90-0.93) and the softmax and cross-entropy backward by 2-5% (2026-11-30);
+// cluster classes claim where the op measured it faster (softmax forward 128K 0.870 -> 0.901,
+// softmax backward 32K-128K 0.93-0.97 -> 0.985-0.990, RMSNorm forward 64K 0.886 -> 0.933;
+// RMSNorm 256K on clusters of 16 lost, 0.923 -> 0.781; 2026-12-01). The cross-entropy
+// forwards measured 2-16% SLOWER claimed (cause not known; they run at the 128-register cap).
+// Paced (2026-12-01, 06:11 UTC): RMSNorm backward 1K-16K 0.88 -> 0.92-0.93, LayerNorm backward
+// 1K-8K 0.75 / 0.85 / 0.84 -> 0.76 / 0.87 / 0.87 (16K 0.838 -> 0.828: static), the
+// cross-entropy forward with dlogits 4K-32K 0.87 -> 0.88-0.90, its backward on clusters
+// (32K-256K) 0.85-0.89 -> 0.90-0.92; but every norm forward and norm backward cluster class,
+// the softmax forward and the cross-entropy forward without dlogits lost (up to 25%: a paced
+// cluster waits in lock-step for each of its CTAs' paces), so those keep their orders.
 //
 // Stage release. With several row groups per CTA, the last warp out of a stage refills it
 // (see the loop). Its bulk copies must come after every thread's reads of the stage. By
@@ -171,6 +188,10 @@
 #include "tilekit/pipeline/stage_ring.cuh"
 
 namespace tilekit::kernels::detail {
+
+// How a launch's workers take their items ("Item order", "Paced order" above): the static
+// stride, claimed from a counter, or the static stride paced by a counter.
+enum class item_order { fixed, claimed, paced };
 
 struct row_config {
   int max_cols;
@@ -335,10 +356,13 @@ struct row_op_defaults {
   // Whether the rows of size class `c` are deferred (see "Deferred rows" above; classes of
   // fewer than row_defer_min_warps warps never are).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return false; }
-  static constexpr bool claim_items = true;     // see "Item order" above
-  // Whether the cluster class `c` claims too (rank 0 for its cluster, row_item_order
-  // "published"): only where an op measured it faster (see "Item order").
-  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config) { return false; }
+  // The order of size class `c`'s items in big staged launches ("Item order", "Paced order"
+  // above): claimed with one CTA per worker, static for clusters (a cluster's rank 0 claims for
+  // it, row_item_order "published", only where an op measured that faster). Claims need rows in
+  // one stage each (not streamed: claims count items, not segments) and no per-worker results.
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas == 1 ? item_order::claimed : item_order::fixed;
+  }
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
   struct row_scalars {};
   template <class S>
@@ -493,18 +517,26 @@ struct row_schedule {
 };
 
 // Item order (see "Item order" above). One counter per stream slot: `next` hands out item
-// numbers, `done` counts the CTAs that have finished claiming; the last one resets both.
+// numbers (claimed) or counts the CTAs' visits (paced), `done` counts the CTAs that have
+// finished; the last one resets both.
 struct row_claim_counter {
   unsigned next;
   unsigned done;
 };
 inline constexpr int row_claim_slots = 1024;
-// Whether schedule S of Op may claim its items when staged: rows in one stage each (not
-// streamed: claims count items, not segments), and no per-worker results (their rows must not
-// vary by run). In a cluster, rank 0 claims for its peers (row_item_order, "published").
+// Paced order: a CTA may start its u-th item once the CTAs have visited (u - pace / 4) items
+// each on average (measured best of 1 to 3 items for copies: 1.25). A CTA that polls the
+// counter this often in one wait (each poll an L2 round trip, ~0.5-1 us) stops waiting for the
+// rest of its launch. (Counting polls, not clock64 cycles: the 64-bit clock cost registers that
+// spilled in the cross-entropy forward with dlogits, 4 -> 20 bytes.)
+inline constexpr int row_pace_quarters = 5;
+inline constexpr unsigned row_pace_patience_polls = 128;
+// The order of schedule S of Op in big staged launches (Op::item_order_for; claims only where
+// they are possible, which the kernel checks).
 template <class Op, class S>
-inline constexpr bool row_claimable = Op::claim_items && (S::cluster_ctas == 1 || Op::claim_cluster_items(S::config)) &&
-                                      !S::segmented && !Op::per_worker_results;
+inline constexpr item_order row_items_order = Op::item_order_for(S::config);
+template <class Op, class S>
+inline constexpr bool row_claimable = row_items_order<Op, S> == item_order::claimed;
 
 #if defined(__CUDACC__)
 // Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
@@ -625,8 +657,13 @@ static __device__ row_claim_counter row_claim_counters[row_claim_slots];
 // accesses, which the PTX memory model leaves undefined; an earlier version built on them failed
 // the cluster tests, for a reason not found: a standalone replica of its protocol read no wrong
 // item in 3.4e9 reads. Polling with ld.relaxed.cluster instead cost 0.876 -> 0.76x copy at 64K.)
-// Claimed = false: the static order (worker + u * workers), nothing else compiled in.
-template <int Stages, bool Claimed, int Ranks = 1>
+// Claimed = false: the static order (worker + u * workers), paced when the kernel has a claim
+// slot: thread 0 of every CTA adds one to the slot's `next` at each visit; before it, it
+// checks the count that its previous visit's atomic returned (its latency hidden behind an
+// item) against row_pace_quarters, and only if that is short polls the counter. The wait holds
+// the CTA's threads at their next barrier and, through the ring, its loads. The last CTA out
+// resets the slot as a claimed launch does. Paceable = false (the direct path) compiles none of it.
+template <int Stages, bool Claimed, int Ranks = 1, bool Paceable = true>
 struct row_item_order {
   static constexpr int slots = 32;
   static_assert(2 * Stages + 2 <= slots, "row_item_order: claims run further ahead than the table holds");
@@ -636,12 +673,20 @@ struct row_item_order {
     uint32_t items[slots];
     mbarrier landed[slots];
   };
-  using table_t = std::conditional_t<published, published_table, int64_t[slots]>;
-  table_t& table;      // shared (claimed order only)
-  int claim_slot;      // the kernel parameter (claimed order only)
+  // The static order's: whether thread 0 has given up waiting for the pace (in shared memory,
+  // read only when it would wait: a register live across the kernel's loop spilled in the
+  // kernels at the register cap).
+  struct pace_state {
+    unsigned impatient;
+  };
+  using table_t =
+      std::conditional_t<published, published_table, std::conditional_t<Claimed, int64_t[slots], pace_state>>;
+  table_t& table;      // shared
+  int claim_slot;      // the kernel parameter
   int64_t worker, workers;
   bool claims;         // this CTA claims (every CTA, but only rank 0 of a cluster)
   unsigned pending = 0;  // thread 0 of a claimer: the claim of the next visit
+  unsigned counted = 0;  // thread 0, paced: the visits counted when it last visited
 
   TILEKIT_DEVICE TILEKIT_INLINE row_item_order(table_t& t, int slot, int64_t w, int64_t ws)
       : table(t), claim_slot(slot), worker(w), workers(ws), claims(!published || cluster::rank() == 0) {}
@@ -666,16 +711,21 @@ struct row_item_order {
       table[use % slots] = item;
     }
   }
-  TILEKIT_DEVICE TILEKIT_INLINE int64_t first() const { return Claimed ? item_of(0) : worker; }
+  TILEKIT_DEVICE TILEKIT_INLINE int64_t first() const {
+    if constexpr (Claimed) return item_of(0);
+    else return worker;
+  }
   // The item `ahead` uses after `current`, the item of `use`.
   TILEKIT_DEVICE TILEKIT_INLINE int64_t after(int64_t current, uint32_t use, int ahead) const {
-    return Claimed ? item_of(use + ahead) : current + ahead * workers;
+    if constexpr (Claimed) return item_of(use + ahead);
+    else return current + ahead * workers;
   }
   // Thread 0, before the CTA barrier that follows it: the items of uses 0 .. Stages + 1.
   // Published: every CTA's thread 0 initialises and arms its slots here (before the
   // init_barriers_fence and the cluster barrier that follow), and the claimer claims after that
   // barrier (claim_first).
   TILEKIT_DEVICE TILEKIT_INLINE void start() {
+    if constexpr (!Claimed) table.impatient = 0;
     if constexpr (published) {
       for (int s = 0; s < slots; ++s) {
         table.landed[s].init(1);
@@ -692,9 +742,17 @@ struct row_item_order {
       pending = atomicAdd(&counter().next, 1u);
     }
   }
+  // Published: arm the phase of `use` + 32 of the slot of `use` (its phase of `use` is complete).
+  TILEKIT_DEVICE TILEKIT_INLINE void rearm(uint32_t use) {
+    table.landed[use % slots].arrive_expect_tx(sizeof(uint32_t));
+  }
   // Thread 0, when the stage of `use` is full.
   TILEKIT_DEVICE TILEKIT_INLINE void visit(uint32_t use) {
-    if constexpr (published) table.landed[use % slots].arrive_expect_tx(sizeof(uint32_t));  // use + 32
+    if constexpr (!Claimed) {
+      if (Paceable && claim_slot >= 0) pace(use);
+      return;
+    }
+    if constexpr (published) rearm(use);
     if constexpr (Claimed) {
       if (!claims) return;
       put(use + Stages + 2, pending);
@@ -708,15 +766,34 @@ struct row_item_order {
   TILEKIT_DEVICE TILEKIT_INLINE void finish(uint32_t uses) {
     if constexpr (published)
       for (uint32_t u = uses; u < uses + Stages + 2; ++u) item_of(u);
-    if constexpr (Claimed) {
-      if (!claims) return;
+    if (!claims || claim_slot < 0 || !(Claimed || Paceable)) return;  // peers (claimed), or not paced
+    __threadfence();
+    const unsigned counting = Claimed ? gridDim.x / uint32_t(Ranks) : gridDim.x;  // claimers, or every CTA
+    if (atomicAdd(&counter().done, 1u) == counting - 1) {
       __threadfence();
-      if (atomicAdd(&counter().done, 1u) == gridDim.x / uint32_t(Ranks) - 1) {
-        __threadfence();
-        counter().next = 0;
-        counter().done = 0;
-      }
+      counter().next = 0;
+      counter().done = 0;
     }
+  }
+
+ private:
+  // Paced: wait until the CTAs have visited (use - pace / 4) items each on average, then count
+  // this visit. `counted` is at most one visit old, so the poll runs only when the CTA leads.
+  TILEKIT_DEVICE TILEKIT_INLINE void pace(uint32_t use) {
+    const int64_t need = (4 * int64_t(use) - row_pace_quarters) * int64_t(gridDim.x) / 4;
+    if (need > int64_t(counted) && !table.impatient) {
+      for (unsigned polls = 0; int64_t(load_relaxed(&counter().next)) < need;)
+        if (++polls == row_pace_patience_polls) {
+          table.impatient = 1;
+          break;
+        }
+    }
+    counted = atomicAdd(&counter().next, 1u) + 1u;
+  }
+  TILEKIT_DEVICE TILEKIT_INLINE static unsigned load_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
   }
 };
 
@@ -769,13 +846,16 @@ struct in_flight_row {
 };
 
 // Claimed: the items come from slot `claim_slot` of row_claim_counters (this launch's stream's;
-// staged and row_claimable only), else in the static order (claim_slot unused).
+// staged and row_claimable only), else in the static order, paced on that slot if it is >= 0
+// (staged only).
 template <class Op, int ConfigIndex, bool Staged, bool Claimed = false>
 __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename Op::params p, int claim_slot) {
   using S = row_schedule<ConfigIndex, Op>;
   using T = typename Op::element;
   using stream_t = typename S::stream;
   constexpr int K = Op::inputs;
+  static_assert(!row_claimable<Op, S> || (!S::segmented && !Op::per_worker_results),
+                "row_kernel: claims need rows in one stage each and no per-worker results (item_order_for)");
   static_assert(!Claimed || (Staged && row_claimable<Op, S>), "row_kernel: only staged, claimable schedules claim");
   extern __shared__ __align__(128) unsigned char dynamic_shared[];
   __shared__ row_reduce_storage<S, typename Op::reduce_value> storage;
@@ -795,7 +875,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   __shared__ unsigned stage_leavers[stream_t::stages];
   // The worker's items, by use (see "Item order"; a cluster's are claimed by rank 0, the
   // claimer, and published to its peers).
-  using order_t = row_item_order<stream_t::stages, Claimed, S::cluster_ctas>;
+  using order_t = row_item_order<stream_t::stages, Claimed, S::cluster_ctas, Staged>;
   __shared__ typename order_t::table_t claimed_items;
   order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
@@ -989,16 +1069,14 @@ int64_t resident_workers() {
   if (auto it = cache.find(device); it != cache.end()) return it->second;
   auto kernel = row_kernel<Op, I, Staged>;
   constexpr size_t shared = row_kernel_shared_bytes<Op, I, Staged>();
-  if (S::cluster_ctas > 8)
-    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  if constexpr (Staged && row_claimable<Op, S> && S::cluster_ctas > 8)
-    TILEKIT_CHECK_CUDA(
-        cudaFuncSetAttribute(row_kernel<Op, I, true, true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
-  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  auto set_attributes = [&](auto k) {
+    if (S::cluster_ctas > 8) TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  };
+  set_attributes(kernel);
   if constexpr (Staged && row_claimable<Op, S>)  // the claimed variant: same launch shape
-    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(row_kernel<Op, I, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            int(shared)));
+    set_attributes(row_kernel<Op, I, true, true>);
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
   int64_t workers = 0;
   if constexpr (S::cluster_ctas > 1) {
@@ -1035,32 +1113,36 @@ inline int64_t row_groups(int64_t cols, const row_table& table = default_row_tab
 }
 
 // A planned launch: size class, path and worker count (known before the launch, so that ops
-// with per-worker results can lay out their workspace), and whether its items may be claimed.
+// with per-worker results can lay out their workspace), and the order of its items.
 struct row_launch {
   int config_index;
   bool staged;
   int64_t workers;
   int64_t items;
-  bool claimable;  // staged, one CTA per worker, no per-worker results
+  item_order order;  // the class's order (Op::item_order_for) when staged, else fixed
 };
 
-// Item order (see "Item order" at the top). TILEKIT_ROW_ORDER, read once: `auto` (or unset),
-// `claimed` (every claimable launch, any size: what the tests use to cover it) or `static`.
-enum class row_order { automatic, claimed, fixed };
+// Item order (see "Item order" and "Paced order" at the top). TILEKIT_ROW_ORDER, read once:
+// `auto` (or unset): each size class's own order in big launches, the static order in small
+// ones; `claimed`: each class's own order at any size (what the tests use to cover claims and
+// paces); `static`: the static order; `paced`: every staged launch paced, whatever its class's
+// order (for measurements).
+enum class row_order { automatic, claimed, fixed, paced };
 inline row_order row_order_setting() {
   static const row_order order = [] {
     const char* value = std::getenv("TILEKIT_ROW_ORDER");
     if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) return row_order::automatic;
     if (std::strcmp(value, "claimed") == 0) return row_order::claimed;
     if (std::strcmp(value, "static") == 0) return row_order::fixed;
+    if (std::strcmp(value, "paced") == 0) return row_order::paced;
     throw ::tilekit::invalid_argument(::tilekit::detail::concat("TILEKIT_ROW_ORDER is '", value,
-                                                               "'; expected auto, claimed or static"),
+                                                               "'; expected auto, claimed, static or paced"),
                                      __FILE__, __LINE__);
   }();
   return order;
 }
-// Automatic order: claims from this many items per worker on. Below, the launch is short (its
-// CTAs have little time to drift apart), and claiming is even harmful when items are few: each
+// Automatic order: claims (and paces) from this many items per worker on. Below, the launch is
+// short (its CTAs have little time to drift apart), and claiming is even harmful when items are few: each
 // CTA claims stages + 3 items as it starts, so the first CTAs to start could take all of them
 // while the last ones find none (e.g. 600 items on 132 CTAs: ~86 CTAs with 7 items instead of
 // 132 with 4-5).
@@ -1095,52 +1177,64 @@ inline int row_claim_slot(cudaStream_t stream) {
 // the op keeps per-worker results, else one CTA (cluster) per item.
 template <class Op>
 row_launch plan_rows(const typename Op::params& p) {
-  row_launch plan{Op::table.index(p.cols), false, 0, 0, false};
+  row_launch plan{Op::table.index(p.cols), false, 0, 0, item_order::fixed};
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     plan.staged = can_stream<Op, S>(p);
     plan.items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
     const int64_t resident = plan.staged ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
     plan.workers = plan.staged || Op::per_worker_results ? std::min(plan.items, resident) : plan.items;
-    // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32.
-    plan.claimable = plan.staged && row_claimable<Op, S> && plan.items < (int64_t(1) << 31);
+    // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32
+    // (paced visits, items x CTAs per cluster, too: 2^31 rows of 16K+ columns do not fit in memory).
+    if (plan.staged && plan.items < (int64_t(1) << 31)) plan.order = row_items_order<Op, S>;
   });
   return plan;
 }
 
-// The claim slot of a planned launch on `stream`, or -1 for the static order.
-inline int row_claim_slot(const row_launch& plan, cudaStream_t stream) {
-  if (!plan.claimable) return -1;
+// The order a planned launch takes under TILEKIT_ROW_ORDER (before the launch-size rule).
+inline item_order row_setting_order(const row_launch& plan) {
+  if (!plan.staged) return item_order::fixed;
   switch (row_order_setting()) {
-    case row_order::fixed: return -1;
-    case row_order::claimed: return row_claim_slot(stream);
-    default: return plan.items >= row_claim_min_items_per_worker * plan.workers ? row_claim_slot(stream) : -1;
+    case row_order::fixed: return item_order::fixed;
+    case row_order::paced: return item_order::paced;
+    default: return plan.order;
   }
 }
 
-// Launch a planned launch with claim slot `claim_slot` (-1: the static order; a slot: the
-// stream's, row_claim_slot(stream); clusters and the direct path ignore it).
+// The claim slot of a planned launch on `stream`, or -1 for the static order.
+inline int row_claim_slot(const row_launch& plan, cudaStream_t stream) {
+  if (row_setting_order(plan) == item_order::fixed) return -1;
+  if (row_order_setting() == row_order::automatic && plan.items < row_claim_min_items_per_worker * plan.workers)
+    return -1;
+  return row_claim_slot(stream);
+}
+
+// Launch a planned launch in plan.order with claim slot `claim_slot` (-1: the static order; a
+// slot: the stream's, row_claim_slot(stream); the direct path ignores it).
 template <class Op>
 void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, cudaStream_t stream, int claim_slot) {
+  const item_order order = plan.staged && claim_slot >= 0 ? plan.order : item_order::fixed;
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
-    auto launch = [&](auto kernel, size_t shared) {
+    auto launch = [&](auto kernel, size_t shared, int slot) {
       cudaLaunchAttribute attribute;
       const cudaLaunchConfig_t config = row_launch_config<S>(plan.workers, shared, stream, attribute);
-      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, claim_slot));
+      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, slot));
     };
     constexpr size_t staged_shared = row_kernel_shared_bytes<Op, I, true>();
     if constexpr (row_claimable<Op, S>) {
-      if (plan.staged && claim_slot >= 0) return launch(row_kernel<Op, I, true, true>, staged_shared);
+      if (order == item_order::claimed) return launch(row_kernel<Op, I, true, true>, staged_shared, claim_slot);
     }
-    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared);
-    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>());
+    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared, order == item_order::paced ? claim_slot : -1);
+    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), -1);
   });
 }
 // Launch a planned launch in the order row_order_setting() and the plan choose.
 template <class Op>
 void launch_rows(const typename Op::params& p, const row_launch& plan, cudaStream_t stream) {
-  launch_rows_in_order<Op>(p, plan, stream, row_claim_slot(plan, stream));
+  row_launch chosen = plan;
+  chosen.order = row_setting_order(plan);
+  launch_rows_in_order<Op>(p, chosen, stream, row_claim_slot(chosen, stream));
 }
 
 // Plan and launch in one call (ops without per-worker results).

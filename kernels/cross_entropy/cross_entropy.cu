@@ -284,8 +284,14 @@ struct ce_forward_op : row_op_defaults {
   // (packed clusters of 4-8 CTAs: 128K 0.767 -> 0.595, 256K 0.757 -> 0.598x copy; H200,
   // 2026-12-01).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return !WriteGradient; }
-  // Static item order: claimed, these kernels measured 2-16% slower (row_kernel.cuh, "Item order").
-  static constexpr bool claim_items = false;
+  // Item order (row_kernel.cuh, "Item order"): claimed, these kernels measured 2-16% slower, so
+  // the static order, but paced with dlogits for one-CTA rows of 2K-32K columns. bf16, H200,
+  // 2026-12-01, same-binary A/B static -> paced: with dlogits 4K / 8K / 16K / 32K 0.861 / 0.868
+  // / 0.867 / 0.865 -> 0.886 / 0.883 / 0.883 / 0.897x copy (07:11 UTC; 1K 0.857 -> 0.821 and
+  // clusters 1-2% slower at 06:11); without dlogits paced lost 1-10% at every width.
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return WriteGradient && c.cluster_ctas == 1 && c.max_cols >= 2048 ? item_order::paced : item_order::fixed;
+  }
   // 16-bit logits held as packed pairs (packed_rows<S>): without dlogits from 1K columns on
   // (packed_row_table: 32 columns per thread at 1K, whose max takes one HMNMX2 per pair, then
   // 64, which spread the per-row work of this instruction-bound reduction over twice the
@@ -515,6 +521,13 @@ struct ce_backward_op : row_op_defaults {
   using params = ce_backward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
+  // Claimed with one CTA per worker (the default), paced over clusters. bf16, H200, 2026-12-01,
+  // same-binary A/B, x copy: 32K / 64K / 128K / 256K static 0.876 / 0.885 / 0.887 / 0.853 ->
+  // paced 0.912 / 0.918 / 0.911 / 0.904 (claimed over clusters had lost 1-3%); 1K-8K claimed
+  // 0.91-0.92, paced 0.89-0.90.
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas == 1 ? item_order::claimed : item_order::paced;
+  }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.logits), p.logits_row_stride};
   }

@@ -393,8 +393,8 @@ struct norm_forward_op : row_op_defaults {
   // copy, 128K (8) 0.912 -> 0.905, 256K (16) 0.923 -> 0.781. The LayerNorm forward keeps the
   // static order: claimed, 32K / 64K / 128K (2 / 4 / 8 CTAs) 0.867 / 0.831 / 0.818 -> 0.827 /
   // 0.757 / 0.717 (05:07 UTC).
-  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) {
-    return !is_layer && c.cluster_ctas <= 4;
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas == 1 || (!is_layer && c.cluster_ctas <= 4) ? item_order::claimed : item_order::fixed;
   }
   // RMSNorm of 16-bit rows with a 16-bit weight and no residual: rows of 16K-32K columns in one
   // CTA, 64 columns per thread held as packed pairs (rms_row_table), instead of a cluster of 2.
@@ -630,6 +630,14 @@ struct norm_backward_op : row_op_defaults {
   static constexpr bool per_worker_results = true;
   static constexpr bool is_layer = Kind == norm_kind::layer;
   static constexpr int max_elements = 32;
+  // The static order (deterministic dw: every worker's partials sum the same rows in every run),
+  // paced with one CTA per worker (row_kernel.cuh, "Paced order"). bf16, H200, 2026-12-01,
+  // same-binary A/B static -> paced, x copy: RMSNorm 1K / 4K / 8K / 16K 0.876 / 0.879 / 0.885 /
+  // 0.876 -> 0.922 / 0.929 / 0.927 / 0.920; LayerNorm 1K / 4K / 8K 0.746 / 0.848 / 0.843 ->
+  // 0.764 / 0.872 / 0.872, but 16K 0.838 -> 0.828; every cluster class lost 9-16% (32K-256K).
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas == 1 && !(is_layer && c.max_cols == 16384) ? item_order::paced : item_order::fixed;
+  }
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes<>(c); }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}

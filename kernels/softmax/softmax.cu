@@ -67,7 +67,9 @@ struct softmax_forward_op : row_op_defaults {
   // Clusters claim their items (row_item_order, "published"). bf16, H200, 2026-12-01, same-binary
   // A/B static -> claimed: 64K (2 CTAs) 0.867 -> 0.903x copy (deferred; undeferred 0.879 ->
   // 0.883), 128K (4) 0.870 -> 0.901, 256K (8) 0.888 -> 0.898.
-  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) { return c.cluster_ctas <= 8; }
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas <= 8 ? item_order::claimed : item_order::fixed;
+  }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {
     return {static_cast<const T*>(p.x), p.x_row_stride};
   }
@@ -157,7 +159,9 @@ struct softmax_backward_op : row_op_defaults {
   // Clusters of up to 8 CTAs claim their items (as the forward). bf16, H200, 2026-12-01, static
   // -> claimed: 32K (2 CTAs) 0.934 -> 0.985x copy, 64K (4) 0.952 -> 0.990, 128K (8) 0.965 ->
   // 0.990; 256K (16) even, 0.990 either way.
-  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(row_config c) { return c.cluster_ctas <= 8; }
+  TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
+    return c.cluster_ctas <= 8 ? item_order::claimed : item_order::fixed;
+  }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.y), p.y_row_stride}
                   : row_source<T>{static_cast<const T*>(p.dy), p.dy_row_stride};

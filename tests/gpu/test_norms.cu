@@ -370,26 +370,36 @@ TEST_F(Norms, LayerBackwardFp16) {
     run_backward<fp16, fp16>(kind::layer, s, true, true);
 }
 
-// dw is reduced without atomics: two runs give the same bits.
+// dw is reduced without atomics, and every worker's partial sums the same rows in every run
+// (the norm backward's one-CTA classes run paced: the static order's items, row_kernel.cuh
+// "Paced order"): three runs give the same bits. fp32 weights, so that dw is the fp32 sum
+// itself; rows of 1000 and 4097 columns with ~19 items per worker on 132 SMs (big enough for
+// the automatic order to pace them), where claimed items would change each worker's sums from
+// run to run.
 TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
-  const shape s{300, 4097, 0};
-  std::mt19937_64 rng(test_seed());
-  const size_t count = size_t(s.rows * s.cols);
-  device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
-  device_buffer<bf16> w(random_vector<bf16>(s.cols, rng)), dw1(s.cols), dw2(s.cols);
-  const size_t ws_bytes = tk::rms_norm_backward_workspace_bytes(s.rows, s.cols);
-  device_buffer<unsigned char> workspace(ws_bytes);
-  tk::rms_norm_backward_args a;
-  a.dx = dx.get(), a.dx_row_stride = s.cols, a.dy = dy.get(), a.dy_row_stride = s.cols, a.x = x.get();
-  a.x_row_stride = s.cols, a.weight = w.get(), a.workspace = workspace.get(), a.workspace_bytes = ws_bytes;
-  a.rows = s.rows, a.cols = s.cols;
-  a.dweight = dw1.get();
-  tk::rms_norm_backward(a, nullptr);
-  a.dweight = dw2.get();
-  tk::rms_norm_backward(a, nullptr);
-  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
-  const auto a1 = dw1.download(), a2 = dw2.download();
-  EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(bf16)), 0);
+  for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}}) {
+    std::mt19937_64 rng(test_seed());
+    const size_t count = size_t(s.rows * s.cols);
+    device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
+    device_buffer<float> w(random_vector<float>(s.cols, rng));
+    const size_t ws_bytes = tk::rms_norm_backward_workspace_bytes(s.rows, s.cols);
+    device_buffer<unsigned char> workspace(ws_bytes);
+    tk::rms_norm_backward_args a;
+    a.dx = dx.get(), a.dx_row_stride = s.cols, a.dy = dy.get(), a.dy_row_stride = s.cols, a.x = x.get();
+    a.x_row_stride = s.cols, a.weight = w.get(), a.workspace = workspace.get(), a.workspace_bytes = ws_bytes;
+    a.rows = s.rows, a.cols = s.cols, a.weight_dtype = dtype::fp32;
+    std::vector<std::vector<float>> runs;
+    for (int run = 0; run < 3; ++run) {
+      device_buffer<float> dw(s.cols);
+      a.dweight = dw.get();
+      tk::rms_norm_backward(a, nullptr);
+      TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+      runs.push_back(dw.download());
+    }
+    for (int run = 1; run < 3; ++run)
+      EXPECT_EQ(std::memcmp(runs[0].data(), runs[size_t(run)].data(), runs[0].size() * sizeof(float)), 0)
+          << "dw differs between runs, cols=" << s.cols << ", run " << run;
+  }
 }
 
 }  // namespace

@@ -1,20 +1,25 @@
-// The row kernel's item order (kernels/common/row_kernel.cuh, "Item order"): staged launches
-// may claim their items from a per-stream counter instead of the static stride. Checked with a
-// small row op of this file (y = x * scale[row], one visit count per row, a group reduction per
-// row so that rows meet in barriers as real ops do):
-//   * both orders, every size class of the default table (4 rows per warp .. 16K columns, the
-//     clusters of 2 to 16 CTAs, whose rank 0 claims for the cluster and pushes the item numbers
-//     into every CTA's table, and a misaligned matrix, which stays static), rows from 1 to
-//     several items per worker: every row written once with its own per-row scalar (the scalars
-//     are fetched one item ahead from the table, so a wrong or stale table entry shows up here);
+// The row kernel's item order (kernels/common/row_kernel.cuh, "Item order", "Paced order"):
+// staged launches may claim their items from a per-stream counter instead of the static stride,
+// or keep the static stride paced by that counter. Checked with a small row op of this file
+// (y = x * scale[row], one visit count per row, a group reduction per row so that rows meet in
+// barriers as real ops do), in a claiming and a paced version:
+//   * the three orders, every size class of the default table (4 rows per warp .. 16K columns,
+//     the clusters of 2 to 16 CTAs, whose rank 0 claims for the cluster and pushes the item
+//     numbers into every CTA's table, and a misaligned matrix, which stays static), rows from 1
+//     to several items per worker: every row written once with its own per-row scalar (the
+//     scalars are fetched one item ahead from the table, so a wrong or stale table entry shows
+//     up here);
 //   * the counter is back at zero after every launch (the last CTA resets it);
 //   * many launches back to back on one stream, with no host synchronization in between;
+//   * a paced launch with three times more workers than can be resident completes (the CTAs
+//     that run first stop waiting for the pace of CTAs that cannot start yet);
 //   * launches on four streams at once, each with its own slot;
 //   * under CUDA-graph capture the planner hands out no slot, and the captured launch (static
 //     order) replays correctly;
 //   * a big enough launch is claimed in automatic order (the planner's threshold).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -40,12 +45,13 @@ struct scale_params {
   int64_t stride;
 };
 
-struct scale_op : tkd::row_op_defaults {
+template <tkd::item_order Order>
+struct scale_op_in : tkd::row_op_defaults {
   using element = float;
   using reduce_value = float;
   using params = scale_params;
   static constexpr int inputs = 1;
-  TILEKIT_HOST_DEVICE static constexpr bool claim_cluster_items(tkd::row_config) { return true; }
+  TILEKIT_HOST_DEVICE static constexpr tkd::item_order item_order_for(tkd::row_config) { return Order; }
   struct row_scalars {
     float scale;
   };
@@ -74,6 +80,8 @@ struct scale_op : tkd::row_op_defaults {
   }
 #endif
 };
+using scale_op = scale_op_in<tkd::item_order::claimed>;       // claims in every class
+using paced_scale_op = scale_op_in<tkd::item_order::paced>;  // paced in every class
 
 // One problem: inputs, outputs and the expected results (computed on the host).
 struct problem {
@@ -119,10 +127,13 @@ struct problem {
   }
 };
 
-// Launches the op on `stream` with an explicit claim slot (-1: static order).
-void launch(const problem& pr, cudaStream_t stream, int slot) {
+// Launches the op in `order` on `stream` with an explicit claim slot (-1: static order).
+void launch(const problem& pr, cudaStream_t stream, int slot, tkd::item_order order = tkd::item_order::claimed) {
   const scale_params p = pr.params();
-  tkd::launch_rows_in_order<scale_op>(p, tkd::plan_rows<scale_op>(p), stream, slot);
+  if (order == tkd::item_order::paced)
+    tkd::launch_rows_in_order<paced_scale_op>(p, tkd::plan_rows<paced_scale_op>(p), stream, slot);
+  else
+    tkd::launch_rows_in_order<scale_op>(p, tkd::plan_rows<scale_op>(p), stream, slot);
 }
 
 // The counter of `slot` as this file's kernels see it (each translation unit has its own
@@ -152,20 +163,27 @@ const shape shapes[] = {{100, 100}, {1000, 1000}, {2000, 2004}, {3000, 3000}, {8
                         {16000, 16000}, {20000, 20000}, {40000, 40000}, {100000, 100004},
                         {200000, 200000}, {1001, 1001}};
 
-TEST_F(RowOrder, BothOrdersComputeEveryRowOnce) {
+TEST_F(RowOrder, EveryOrderComputesEveryRowOnce) {
   std::mt19937_64 rng(test_seed());
   stream_owner s;
   const int slot = tkd::row_claim_slot(s.stream);
   ASSERT_GE(slot, 0);
+  struct variant {
+    int slot;
+    tkd::item_order order;
+    const char* name;
+  };
+  const variant variants[] = {{-1, tkd::item_order::fixed, " static"},
+                              {slot, tkd::item_order::claimed, " claimed"},
+                              {slot, tkd::item_order::paced, " paced"}};
   for (const shape& sh : shapes)
     for (int64_t rows : {int64_t(1), int64_t(7), int64_t(300), int64_t(5000)}) {
       if (int64_t(sh.cols) * rows > (int64_t(1) << 26)) continue;
-      for (int order_slot : {-1, slot}) {
+      for (const variant& v : variants) {
         problem pr(rows, sh.cols, sh.stride, rng);
-        launch(pr, s.stream, order_slot);
+        launch(pr, s.stream, v.slot, v.order);
         TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
-        pr.check("cols=" + std::to_string(sh.cols) + " rows=" + std::to_string(rows) +
-                 (order_slot < 0 ? " static" : " claimed"));
+        pr.check("cols=" + std::to_string(sh.cols) + " rows=" + std::to_string(rows) + v.name);
         const tkd::row_claim_counter c = read_counter(slot);
         EXPECT_EQ(c.next, 0u) << "counter not reset, cols=" << sh.cols << " rows=" << rows;
         EXPECT_EQ(c.done, 0u) << "counter not reset, cols=" << sh.cols << " rows=" << rows;
@@ -174,7 +192,7 @@ TEST_F(RowOrder, BothOrdersComputeEveryRowOnce) {
 }
 
 // Several items per worker (stages refilled), launches back to back in one order.
-void back_to_back(bool claimed) {
+void back_to_back(tkd::item_order order) {
   std::mt19937_64 rng(test_seed());
   stream_owner s;
   const int slot = tkd::row_claim_slot(s.stream);
@@ -184,13 +202,38 @@ void back_to_back(bool claimed) {
     problems.emplace_back(int64_t(3000 + 797 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
   for (int i = 0; i < 4; ++i)  // clusters of 2 and 4 CTAs, several items per cluster
     problems.emplace_back(int64_t(700 + 97 * i), (i % 2) ? 20000 : 60000, (i % 2) ? 20000 : 60000, rng);
-  for (const problem& pr : problems) launch(pr, s.stream, claimed ? slot : -1);  // no synchronization in between
+  for (const problem& pr : problems)  // no synchronization in between
+    launch(pr, s.stream, order == tkd::item_order::fixed ? -1 : slot, order);
   TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
   for (size_t i = 0; i < problems.size(); ++i) problems[i].check("launch " + std::to_string(i));
   EXPECT_EQ(read_counter(slot).next, 0u);
 }
-TEST_F(RowOrder, BackToBackLaunchesShareTheStreamsCounter) { back_to_back(true); }
-TEST_F(RowOrder, BackToBackLaunchesInStaticOrder) { back_to_back(false); }
+TEST_F(RowOrder, BackToBackLaunchesShareTheStreamsCounter) { back_to_back(tkd::item_order::claimed); }
+TEST_F(RowOrder, BackToBackPacedLaunchesShareTheStreamsCounter) { back_to_back(tkd::item_order::paced); }
+TEST_F(RowOrder, BackToBackLaunchesInStaticOrder) { back_to_back(tkd::item_order::fixed); }
+
+// A paced launch whose workers cannot all be resident: 3x the resident workers, so the CTAs
+// that start first wait for the pace of CTAs that can only start once they exit. They must give
+// up waiting (the patience), or the launch would never end. One CTA-wide class (8000 columns)
+// and a cluster class (40000 columns over 4 CTAs).
+TEST_F(RowOrder, PacedLaunchCompletesWhenNotEveryWorkerIsResident) {
+  std::mt19937_64 rng(test_seed());
+  stream_owner s;
+  const int slot = tkd::row_claim_slot(s.stream);
+  ASSERT_GE(slot, 0);
+  for (int cols : {8000, 40000}) {
+    problem pr((int64_t(1) << 24) / cols, cols, cols, rng);  // ~64 MiB of fp32 rows
+    const scale_params p = pr.params();
+    tkd::row_launch plan = tkd::plan_rows<paced_scale_op>(p);
+    ASSERT_EQ(plan.order, tkd::item_order::paced);
+    plan.workers = std::min(plan.items, 3 * plan.workers);
+    tkd::launch_rows_in_order<paced_scale_op>(p, plan, s.stream, slot);
+    TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));
+    pr.check("cols=" + std::to_string(cols) + ", 3x resident workers");
+    EXPECT_EQ(read_counter(slot).next, 0u);
+    EXPECT_EQ(read_counter(slot).done, 0u);
+  }
+}
 
 TEST_F(RowOrder, ConcurrentStreamsHaveTheirOwnSlots) {
   std::mt19937_64 rng(test_seed());
@@ -216,7 +259,7 @@ TEST_F(RowOrder, GraphCaptureKeepsTheStaticOrder) {
   problem pr(int64_t(40000), 1000, 1000, rng);  // claimed in automatic order outside capture
   const scale_params p = pr.params();
   const tkd::row_launch plan = tkd::plan_rows<scale_op>(p);
-  ASSERT_TRUE(plan.claimable);
+  ASSERT_EQ(plan.order, tkd::item_order::claimed);
   cudaGraph_t graph = nullptr;
   TILEKIT_CHECK_CUDA(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
   const int slot_in_capture = tkd::row_claim_slot(s.stream);
@@ -240,7 +283,8 @@ TEST_F(RowOrder, AutomaticOrderClaimsBigLaunchesOnly) {
   problem big(int64_t(40000), 1000, 1000, rng), small(int64_t(4000), 1000, 1000, rng);
   const tkd::row_launch big_plan = tkd::plan_rows<scale_op>(big.params());
   const tkd::row_launch small_plan = tkd::plan_rows<scale_op>(small.params());
-  ASSERT_TRUE(big_plan.claimable && small_plan.claimable);
+  ASSERT_EQ(big_plan.order, tkd::item_order::claimed);
+  ASSERT_EQ(small_plan.order, tkd::item_order::claimed);
   if (tkd::row_order_setting() == tkd::row_order::automatic) {
     EXPECT_GE(tkd::row_claim_slot(big_plan, s.stream), 0);
     EXPECT_EQ(tkd::row_claim_slot(small_plan, s.stream), -1);
@@ -280,7 +324,7 @@ __global__ void __cluster_dims__(ranks, 1, 1) poll_kernel(unsigned* wrong, uint3
   for (uint32_t u = 0; u < uses; ++u) {
     if (writer && u + lead < uses) order.put(u + lead, item_of_use(u + lead));
     bad += uint32_t(order.item_of(u)) != item_of_use(u);
-    if (threadIdx.x == 0) table.landed[u % order_t::slots].arrive_expect_tx(sizeof(uint32_t));  // arm use u + 32
+    if (threadIdx.x == 0) order.rearm(u);  // arm use u + 32
     if (u % 16 == 15) cluster::sync();
   }
   if (bad) atomicAdd(wrong, bad);
