@@ -305,17 +305,29 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
   }
 }
 
+// What every reference copy needs: a stream, the 2^28 bf16 source (zeroed) and destination,
+// the SM count.
+struct copy_setup {
+  static constexpr size_t elements = static_cast<size_t>(total_elements);
+  tb::cuda_stream stream;
+  tb::device_array<bf16> x{elements}, y{elements};
+  int sms = 0;
+  copy_setup() {
+    TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
+    TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  }
+};
+
 // Kind 1: grid-stride vectors, streaming; 2: the same, default caching; 3: one block of vectors
 // per CTA (block_copy_kernel); 4: ordered_copy_kernel (the counter reset is a 8-byte memset
 // inside the timed region, ~1% of a run).
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
-  tb::cuda_stream stream;
-  const size_t elements = static_cast<size_t>(total_elements);
-  tb::device_array<bf16> x(elements), y(elements);
-  TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
-  int sms = 0;
-  TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  copy_setup c;
+  const cudaStream_t stream = c.stream;
+  const size_t elements = copy_setup::elements;
+  const int sms = c.sms;
+  auto &x = c.x, &y = c.y;
   const auto* x4 = reinterpret_cast<const uint4*>(x.data());
   auto* y4 = reinterpret_cast<uint4*>(y.data());
   const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
@@ -343,12 +355,11 @@ void BM_ordered_copy(benchmark::State& state) { BM_reference_copy<4>(state); }
 // region (~1% of a run) in every order.
 template <bulk_order Order>
 void BM_bulk_order(benchmark::State& state) {
-  tb::cuda_stream stream;
-  const size_t elements = static_cast<size_t>(total_elements);
-  tb::device_array<bf16> x(elements), y(elements);
-  TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
-  int sms = 0;
-  TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  copy_setup c;
+  const cudaStream_t stream = c.stream;
+  const size_t elements = copy_setup::elements;
+  const int sms = c.sms;
+  auto &x = c.x, &y = c.y;
   const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel<Order>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
