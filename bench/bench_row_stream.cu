@@ -305,44 +305,45 @@ __global__ void __launch_bounds__(512) ordered_copy_kernel(const uint4* x, uint4
   }
 }
 
-// What every reference copy needs: a stream, the 2^28 bf16 source (zeroed) and destination,
-// the SM count.
+// What every reference copy shares: a stream, the 2^28 bf16 source (zeroed) and destination,
+// the SM count, a one-word counter for the ordered copies (reset inside the timed region: a
+// 8-byte memset, ~1% of a run) and the report (GB/s of the copy's traffic, x copy).
 struct copy_setup {
   static constexpr size_t elements = static_cast<size_t>(total_elements);
   tb::cuda_stream stream;
   tb::device_array<bf16> x{elements}, y{elements};
+  tb::device_array<unsigned long long> counter{1};
   int sms = 0;
   copy_setup() {
     TILEKIT_CHECK_CUDA(cudaMemsetAsync(x.data(), 0, elements * sizeof(bf16), stream));
     TILEKIT_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   }
+  void reset_counter() { TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream)); }
+  static void report(benchmark::State& state) {
+    tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
+    tb::copy_ceiling_ratio(state);
+  }
 };
 
 // Kind 1: grid-stride vectors, streaming; 2: the same, default caching; 3: one block of vectors
-// per CTA (block_copy_kernel); 4: ordered_copy_kernel (the counter reset is a 8-byte memset
-// inside the timed region, ~1% of a run).
+// per CTA (block_copy_kernel); 4: ordered_copy_kernel.
 template <int Kind>
 void BM_reference_copy(benchmark::State& state) {
   copy_setup c;
-  const cudaStream_t stream = c.stream;
-  const size_t elements = copy_setup::elements;
+  const auto* x4 = reinterpret_cast<const uint4*>(c.x.data());
+  auto* y4 = reinterpret_cast<uint4*>(c.y.data());
+  const int64_t vectors = int64_t(copy_setup::elements * sizeof(bf16) / sizeof(uint4));
   const int sms = c.sms;
-  auto &x = c.x, &y = c.y;
-  const auto* x4 = reinterpret_cast<const uint4*>(x.data());
-  auto* y4 = reinterpret_cast<uint4*>(y.data());
-  const int64_t vectors = int64_t(elements * sizeof(bf16) / sizeof(uint4));
-  tb::device_array<unsigned long long> counter(1);
-  tb::time_on_stream(state, stream, [&] {
-    if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
-    else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, stream>>>(x4, y4, vectors);
-    else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, stream>>>(x4, y4, vectors);
+  tb::time_on_stream(state, c.stream, [&] {
+    if constexpr (Kind == 1) vector_copy_kernel<true><<<sms * 4, 512, 0, c.stream>>>(x4, y4, vectors);
+    else if constexpr (Kind == 2) vector_copy_kernel<false><<<sms * 4, 512, 0, c.stream>>>(x4, y4, vectors);
+    else if constexpr (Kind == 3) block_copy_kernel<<<unsigned((vectors + 1023) / 1024), 256, 0, c.stream>>>(x4, y4, vectors);
     else {
-      TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
-      ordered_copy_kernel<<<sms * 4, 512, 0, stream>>>(x4, y4, vectors, counter.data());
+      c.reset_counter();
+      ordered_copy_kernel<<<sms * 4, 512, 0, c.stream>>>(x4, y4, vectors, c.counter.data());
     }
   });
-  tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
-  tb::copy_ceiling_ratio(state);
+  copy_setup::report(state);
 }
 void BM_vector_copy(benchmark::State& state) { BM_reference_copy<1>(state); }
 void BM_vector_copy_cached(benchmark::State& state) { BM_reference_copy<2>(state); }
@@ -351,31 +352,26 @@ void BM_ordered_copy(benchmark::State& state) { BM_reference_copy<4>(state); }
 
 // Bulk copies in the three orders (arg: the pace, for the paced one), with the spread of the
 // CTAs' end times in one more launch after the timed ones: tail_pct = (last end - first end) /
-// (last end - first start), in percent. The counter reset is a 8-byte memset inside the timed
-// region (~1% of a run) in every order.
+// (last end - first start), in percent. The counter is reset in every order.
 template <bulk_order Order>
 void BM_bulk_order(benchmark::State& state) {
   copy_setup c;
-  const cudaStream_t stream = c.stream;
-  const size_t elements = copy_setup::elements;
   const int sms = c.sms;
-  auto &x = c.x, &y = c.y;
   const size_t shared = size_t(bulk_stages) * bulk_item_bytes;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(bulk_copy_kernel<Order>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-  const int64_t items = int64_t(elements * sizeof(bf16) / bulk_item_bytes);
+  const int64_t items = int64_t(copy_setup::elements * sizeof(bf16) / bulk_item_bytes);
   const int pace = int(state.range(0));
-  tb::device_array<unsigned long long> counter(1), times(2 * size_t(sms));
+  tb::device_array<unsigned long long> times(2 * size_t(sms));
   auto launch = [&](unsigned long long* t) {
-    TILEKIT_CHECK_CUDA(cudaMemsetAsync(counter.data(), 0, sizeof(unsigned long long), stream));
-    bulk_copy_kernel<Order><<<sms, 32, shared, stream>>>(x.data(), y.data(), items, counter.data(), pace, t);
+    c.reset_counter();
+    bulk_copy_kernel<Order><<<sms, 32, shared, c.stream>>>(c.x.data(), c.y.data(), items, c.counter.data(), pace, t);
   };
-  tb::time_on_stream(state, stream, [&] { launch(nullptr); });
-  tb::set_throughput(state, 0, 2.0 * double(total_elements) * sizeof(bf16));
-  tb::copy_ceiling_ratio(state);
+  tb::time_on_stream(state, c.stream, [&] { launch(nullptr); });
+  copy_setup::report(state);
   launch(times.data());
   std::vector<unsigned long long> host(2 * size_t(sms));
-  TILEKIT_CHECK_CUDA(cudaMemcpyAsync(host.data(), times.data(), host.size() * 8, cudaMemcpyDeviceToHost, stream));
-  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(stream));
+  TILEKIT_CHECK_CUDA(cudaMemcpyAsync(host.data(), times.data(), host.size() * 8, cudaMemcpyDeviceToHost, c.stream));
+  TILEKIT_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   unsigned long long first_start = ~0ull, first_end = ~0ull, last_end = 0;
   for (int b = 0; b < sms; ++b) {
     first_start = std::min(first_start, host[2 * b]);
