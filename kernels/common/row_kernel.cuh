@@ -748,15 +748,13 @@ struct row_item_order {
   }
   // Thread 0, when the stage of `use` is full.
   TILEKIT_DEVICE TILEKIT_INLINE void visit(uint32_t use) {
-    if constexpr (!Claimed) {
-      if (Paceable && claim_slot >= 0) pace(use);
-      return;
-    }
-    if constexpr (published) rearm(use);
     if constexpr (Claimed) {
+      if constexpr (published) rearm(use);
       if (!claims) return;
       put(use + Stages + 2, pending);
       pending = atomicAdd(&counter().next, 1u);
+    } else if constexpr (Paceable) {
+      if (claim_slot >= 0) pace(use);
     }
   }
   // Thread 0, after the loop (`uses` uses visited): the last claimer out resets the counter for
@@ -1201,9 +1199,10 @@ inline item_order row_setting_order(const row_launch& plan) {
   }
 }
 
-// The claim slot of a planned launch on `stream`, or -1 for the static order.
+// The claim slot of a planned launch on `stream` (plan.order: the order it runs in, after
+// row_setting_order), or -1 for the static order.
 inline int row_claim_slot(const row_launch& plan, cudaStream_t stream) {
-  if (row_setting_order(plan) == item_order::fixed) return -1;
+  if (plan.order == item_order::fixed) return -1;
   if (row_order_setting() == row_order::automatic && plan.items < row_claim_min_items_per_worker * plan.workers)
     return -1;
   return row_claim_slot(stream);
