@@ -137,6 +137,9 @@
 //                                                      the row's total from its warps' partials
 //   template <class S> void finish(const P&, const row_place&, int64_t row, const pending<S>&,
 //                                  R total);           the row's outputs
+// (and optionally template <class S> keep(const P&, const row_place&, const T* (&in)[K],
+// pending<S>&), called after the previous row is finished, for what finish() needs of the row
+// but partial() need not keep: two rows' pending states are then never live at once)
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
 // finishes row r - 1 (waiting for that row's partials only), then moves on; the stage is
@@ -372,6 +375,10 @@ struct row_op_defaults {
   TILEKIT_DEVICE static row_scalars fetch(const P&, int64_t) {
     return {};
   }
+  // Deferred rows: take from the row's stage what finish() needs of it but partial() did not
+  // keep, once the previous row is finished (see "Deferred rows"; nothing by default).
+  template <class S, class P, class T, int K, class Pending>
+  TILEKIT_DEVICE static void keep(const P&, const row_place&, const T* (&)[K], Pending&) {}
   template <class S, class P>
   TILEKIT_DEVICE void begin(const P&, const row_place&, void*) {}
   template <class S, class P>
@@ -833,13 +840,15 @@ struct in_flight_row {
     if (valid) op.template finish<S>(p, at, row, state, deferred_total<S>(op, p, ctx, round));
   }
   // Post this warp's partial of row `next`, finish this row, and put `next` in flight with
-  // what its finish() will need.
-  template <class P, class Ctx, class V>
+  // what its finish() will need (next_state, and what op.keep() takes from `in`, next's stage).
+  template <class P, class Ctx, class V, class T, int K>
   TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
-                                             int64_t next, const typename Op::template pending<S>& next_state) {
+                                             int64_t next, const typename Op::template pending<S>& next_state,
+                                             const T* (&in)[K]) {
     const uint32_t next_round = ctx.post_warps(partial);
     finish(op, p, at, ctx);
     *this = {true, next, next_state, next_round};
+    op.template keep<S>(p, at, in, state);
   }
 };
 
@@ -960,11 +969,11 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
           if constexpr (S::segmented) {
             const auto partial = op.template partial<S>(p, here, row, current[k], in, streamed);
-            if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed);
+            if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed, in);
           } else if constexpr (defer) {
             pending state;
             const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
-            in_flight.replace(op, p, at, ctx, partial, row, state);
+            in_flight.replace(op, p, at, ctx, partial, row, state, in);
           } else {
             op.template row<S>(p, at, row, current[k], in, ctx);
           }

@@ -618,7 +618,9 @@ struct norm_forward_op : row_op_defaults {
 template <norm_kind Kind, class T, class W, bool DResidual>
 struct norm_backward_op : row_op_defaults {
   using element = T;
-  using reduce_value = std::conditional_t<Kind == norm_kind::layer, float2, float>;
+  // LayerNorm: {sum g, sum g * xhat}; RMSNorm: {sum g * x, sum x^2} of deferred rows (row()
+  // reduces sum g * xhat alone, as a float).
+  using reduce_value = float2;
   using params = backward_params;
   struct row_scalars {
     float mean = 0.0f;
@@ -652,6 +654,98 @@ struct norm_backward_op : row_op_defaults {
   float dw[max_elements];
   float db[is_layer ? max_elements : 1];
   thread_vector<> weight;
+
+  // Deferred rows (row_kernel.cuh) for RMSNorm rows of 16-bit x and dy split over clusters:
+  // partial() posts its warp's {sum g * x, sum x^2}, keep() then holds the thread's x and dy as
+  // packed pairs (32 registers for 32 columns), so the stage is released at once and no warp or
+  // CTA waits for the others; finish() writes dx and adds to dw one row later. sum x^2 gives the
+  // rstd where none was saved (rstd = rsqrt(mean x^2 + eps)): one exchange per row either way.
+  // 128 registers, no spills. bf16, H200, 2026-12-01 23:05 UTC, same-run A/B against the
+  // undeferred rows (two rounds), x copy: 32K / 64K / 128K / 256K 0.888 / 0.877 / 0.852 / 0.769
+  // -> 0.923 / 0.896 / 0.884 / 0.797 (16K, unchanged, 0.914 in both). Paced
+  // (TILEKIT_ROW_ORDER=paced) they lose: 0.910 / 0.850 / 0.824 / 0.715, so they stay static.
+  // (LayerNorm: x, dy and both accumulators would not fit in registers.)
+  TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
+    return !is_layer && is_16bit_float<T> && c.cluster_ctas > 1;
+  }
+  template <class S>
+  struct pending {
+    packed_t<T> x[S::layout::elements / 2];
+    packed_t<T> dy[S::layout::elements / 2];
+    float rstd;  // the saved rstd (unused without saved statistics)
+  };
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE reduce_value partial(const params& p, const row_place& at, int64_t, row_scalars stats,
+                                                     const T* (&in)[inputs], pending<S>& held) const {
+    using layout = typename S::layout;
+    using piece = row_piece<layout>;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    const int cols_here = p.cols - at.col0;
+    held.rstd = stats.rstd;
+    float sum_gx = 0.0f, sum_xx = 0.0f;
+#pragma unroll
+    for (int k = 0; k < E / V; ++k) {
+      const int offset = k * piece_columns<layout>;
+      float x[V], dy[V], w[V];
+      load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
+      load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+      weight.load(w, k * V);
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        sum_gx = fmaf(dy[i] * w[i], x[i], sum_gx);
+        sum_xx = fmaf(x[i], x[i], sum_xx);
+      }
+    }
+    return warp_reduce(make_float2(sum_gx, sum_xx), sum2_op{});
+  }
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const T* (&in)[inputs],
+                                          pending<S>& held) const {
+    using layout = typename S::layout;
+    const int cols_here = p.cols - at.col0;
+    load_row_pairs_aligned<layout>(held.x, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
+    load_row_pairs_aligned<layout>(held.dy, in[1], cols_here, at.thread, convert<T>(0.0f));
+  }
+  // The row's {mean g * x, mean x^2} from its warps' partials.
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE float2 total(const params& p, const reduce_value* partials, uint32_t count) const {
+    const float2 sums = reduce_slots(partials, count, sum2_op{});
+    const float inv_cols = 1.0f / float(p.cols);
+    return make_float2(sums.x * inv_cols, sums.y * inv_cols);
+  }
+  //   dx = rstd * (g - xhat * mean(g xhat)) = g * rstd - x * rstd^3 * mean(g x)
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending<S>& held,
+                                            float2 means) {
+    using layout = typename S::layout;
+    using piece = row_piece<layout>;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    const int cols_here = p.cols - at.col0;
+    const float rstd = p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
+    const float a = rstd * rstd * rstd * means.x;
+    T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
+#pragma unroll
+    for (int k = 0; k < E / V; ++k) {
+      const int offset = k * piece_columns<layout>;
+      float w[V], dx[V], dres[V];
+      weight.load(w, k * V);
+      if constexpr (DResidual)
+        load_row<piece, cache_policy::streaming>(
+            dres, static_cast<const T*>(p.dresidual_out) + row * p.dresidual_out_stride + at.col0 + offset,
+            cols_here - offset, at.thread);
+#pragma unroll
+      for (int i = 0; i < V; i += 2) {
+        const float2 x = unpack_pair(held.x[(k * V + i) / 2]), dy = unpack_pair(held.dy[(k * V + i) / 2]);
+        const int j = k * V + i;
+        dw[j] = fmaf(dy.x, x.x * rstd, dw[j]);  // padding: dy = 0
+        dw[j + 1] = fmaf(dy.y, x.y * rstd, dw[j + 1]);
+        dx[i] = fmaf(-x.x, a, dy.x * w[i] * rstd);
+        dx[i + 1] = fmaf(-x.y, a, dy.y * w[i + 1] * rstd);
+        if constexpr (DResidual) dx[i] += dres[i], dx[i + 1] += dres[i + 1];
+      }
+      store_row<piece, cache_policy::streaming>(dx_row + offset, dx, cols_here - offset, at.thread);
+    }
+  }
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void begin(const params& p, const row_place& at, void* shared) {

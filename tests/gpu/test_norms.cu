@@ -356,6 +356,20 @@ TEST_F(Norms, RmsBackwardFp16) {
   for (const shape& s : {shape{5, 7, 3}, shape{40, 1000, 8}, shape{300, 4097, 5}, shape{60, 65543, 1}})
     run_backward<fp16, fp16>(kind::rms, s, false, false);
 }
+// RMSNorm backward of 16-bit rows over clusters takes deferred rows (norm_backward_op: x and dy
+// held as pairs, dx written one row later, rstd recomputed from the posted sum of x^2 when none
+// is saved): enough rows that every worker posts > 8 rounds (each posted buffer reused) at each
+// cluster class (2, 4, 8, 16 CTAs; 66 / 33 / 16 / 8 workers), widths that end inside a thread's
+// columns, saved and recomputed statistics, the residual gradient, fp16 and an fp32 weight,
+// and an odd stride (direct path, deferred too).
+TEST_F(Norms, RmsBackwardDeferredRowsManyRounds) {
+  for (const shape& s : {shape{700, 30000, 0}, shape{350, 50008, 8}, shape{170, 131064, 0}, shape{90, 262144, 0}}) {
+    run_backward<bf16, bf16>(kind::rms, s, true, false);
+    run_backward<bf16, float>(kind::rms, s, false, true);
+  }
+  run_backward<fp16, fp16>(kind::rms, {350, 65536, 0}, false, false);
+  run_backward<bf16, bf16>(kind::rms, {200, 40001, 3}, false, true);
+}
 TEST_F(Norms, LayerBackwardBf16) {
   for (const shape& s : backward_shapes) run_backward<bf16, bf16>(kind::layer, s, true, false);
 }
