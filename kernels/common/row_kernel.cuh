@@ -139,7 +139,8 @@
 //                                  R total);           the row's outputs
 // (and optionally template <class S> keep(const P&, const row_place&, const T* (&in)[K],
 // pending<S>&), called after the previous row is finished, for what finish() needs of the row
-// but partial() need not keep: two rows' pending states are then never live at once)
+// but partial() need not keep: two rows' pending states are then never live at once; streamed
+// rows pass their last segment's stage)
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
 // finishes row r - 1 (waiting for that row's partials only), then moves on; the stage is

@@ -657,9 +657,10 @@ struct norm_backward_op : row_op_defaults {
 
   // Deferred rows (row_kernel.cuh) for RMSNorm rows of 16-bit x and dy split over clusters:
   // partial() posts its warp's {sum g * x, sum x^2}, keep() then holds the thread's x and dy as
-  // packed pairs (32 registers for 32 columns), so the stage is released at once and no warp or
-  // CTA waits for the others; finish() writes dx and adds to dw one row later. sum x^2 gives the
-  // rstd where none was saved (rstd = rsqrt(mean x^2 + eps)): one exchange per row either way.
+  // packed pairs (32 registers for 32 columns), so no warp or CTA of a row waits for the others
+  // (the stage is released once the previous row is finished); finish() writes dx and adds to dw
+  // one row later. sum x^2 gives the rstd where none was saved (rstd = rsqrt(mean x^2 + eps)):
+  // one exchange per row either way.
   // 128 registers, no spills. bf16, H200, 2026-12-01 23:05 UTC, same-run A/B against the
   // undeferred rows (two rounds), x copy: 32K / 64K / 128K / 256K 0.888 / 0.877 / 0.852 / 0.769
   // -> 0.923 / 0.896 / 0.884 / 0.797 (16K, unchanged, 0.914 in both). Paced
