@@ -122,14 +122,20 @@ inline size_t backward_workspace_bytes(int64_t rows, int64_t cols, int gradients
 }
 
 // Call f.template operator()<T, W>() for the run-time dtypes (validated before).
+// TILEKIT_DEV_BF16_ONLY: bf16 / bf16 only, for quick benchmark builds (kernels/README.md).
 template <class F>
 void dispatch_dtypes(dtype x_dtype, dtype weight_dtype, F&& f) {
   const bool fp32_weight = weight_dtype == dtype::fp32;
+#if TILEKIT_DEV_BF16_ONLY
+  TILEKIT_CHECK_ARG(x_dtype == dtype::bf16 && !fp32_weight, "this build has bf16 norms only");
+  f.template operator()<bf16, bf16>();
+#else
   switch (x_dtype) {
     case dtype::bf16: fp32_weight ? f.template operator()<bf16, float>() : f.template operator()<bf16, bf16>(); break;
     case dtype::fp16: fp32_weight ? f.template operator()<fp16, float>() : f.template operator()<fp16, fp16>(); break;
     default: f.template operator()<float, float>(); break;
   }
+#endif
 }
 #if defined(__CUDACC__)
 
@@ -737,11 +743,12 @@ struct norm_backward_op : row_op_defaults {
 #pragma unroll
       for (int i = 0; i < V; i += 2) {
         const float2 x = unpack_pair(held.x[(k * V + i) / 2]), dy = unpack_pair(held.dy[(k * V + i) / 2]);
+        const float dys0 = dy.x * rstd, dys1 = dy.y * rstd;  // dy * xhat = (dy rstd) x, as in row()
         const int j = k * V + i;
-        dw[j] = fmaf(dy.x, x.x * rstd, dw[j]);  // padding: dy = 0
-        dw[j + 1] = fmaf(dy.y, x.y * rstd, dw[j + 1]);
-        dx[i] = fmaf(-x.x, a, dy.x * w[i] * rstd);
-        dx[i + 1] = fmaf(-x.y, a, dy.y * w[i + 1] * rstd);
+        dw[j] = fmaf(dys0, x.x, dw[j]);  // padding: dy = 0
+        dw[j + 1] = fmaf(dys1, x.y, dw[j + 1]);
+        dx[i] = fmaf(-x.x, a, dys0 * w[i]);
+        dx[i + 1] = fmaf(-x.y, a, dys1 * w[i + 1]);
         if constexpr (DResidual) dx[i] += dres[i], dx[i + 1] += dres[i + 1];
       }
       store_row<piece, cache_policy::streaming>(dx_row + offset, dx, cols_here - offset, at.thread);
