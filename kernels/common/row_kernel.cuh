@@ -33,10 +33,14 @@
 // the shared memory), so an item is 512 threads x 32 columns: 32 KiB of bf16 per input, with
 // 16 rows of 1K or 1 row slice of 16K. 32 fp32 registers per thread and input keep a row in
 // registers under the 128-register cap of 512 threads; wide rows add CTAs (a cluster), not
-// registers. Rows <= 256 columns use 8 columns per thread and 4 rows per warp, so that a stage
-// still holds 64 rows. Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps
-// in shared memory), at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16
-// inputs. Three stages in flight is ~96-192 KiB per SM, several times what HBM latency needs.
+// registers. Clusters cost SMs, though: on the H200 only 30 clusters of 4, 15 of 8 and 7 of 16
+// are co-resident (120, 120 and 112 of the 132 SMs; clusters of 2 use all of them;
+// cudaOccupancyMaxActiveClusters, 2026-12-02), so a class that can take 64 columns per thread
+// instead (the 16-bit tables below) halves its cluster and may gain SMs as well. Rows <= 256
+// columns use 8 columns per thread and 4 rows per warp, so that a stage still holds 64 rows.
+// Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps in shared memory),
+// at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16 inputs. Three stages
+// in flight is ~96-192 KiB per SM, several times what HBM latency needs.
 //
 // Item order. Workers that take items in a fixed stride (worker w: w, w + W, w + 2W, ...) drift
 // apart over a long launch, and the items in flight spread over an ever wider stretch of the
