@@ -819,7 +819,7 @@ struct norm_backward_op : row_op_defaults {
     //   dw += dy * xhat = (dy rstd) * d,   db += dy
     // (RMSNorm: d = x, b = 0.) FP32 operations per element over both passes: LayerNorm 10,
     // RMSNorm 6, where xhat formed first took 12 and 10.5 (ncu, 8K, before). Measured (bf16, H200,
-    // 2026-12-02, same-run A/B, x copy): RMSNorm 16K 0.917 -> 0.930, 64K-256K +0.5-0.9%;
+    // 2026-12-02, same-run A/B, x copy): RMSNorm 16K 0.917 -> 0.930, 64K-256K +0.4-1.0%;
     // LayerNorm 32K-256K +1-2% (256K 0.648 -> 0.660), 4K-16K even, 1K 0.76 -> 0.74. The
     // kernels are not bound by these operations (about 27 instructions per element in all).
     float c, b = 0.0f;

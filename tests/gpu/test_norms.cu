@@ -359,7 +359,8 @@ TEST_F(Norms, RmsBackwardFp16) {
 // RMSNorm backward of 16-bit rows over clusters takes deferred rows (norm_backward_op: x and dy
 // held as pairs, dx written one row later, rstd recomputed from the posted sum of x^2 when none
 // is saved): enough rows that every worker posts > 8 rounds (each posted buffer reused) at each
-// cluster class (2, 4, 8, 16 CTAs; 66 / 33 / 16 / 7 workers), widths that end inside a thread's
+// cluster class (2, 4, 8, 16 CTAs; 66 / 30 / 15 / 7 workers on the H200: the co-resident
+// clusters, cudaOccupancyMaxActiveClusters), widths that end inside a thread's
 // columns, saved and recomputed statistics, the residual gradient, fp16 and an fp32 weight,
 // and an odd stride (direct path, deferred too).
 TEST_F(Norms, RmsBackwardDeferredRowsManyRounds) {
