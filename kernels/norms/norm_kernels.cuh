@@ -279,18 +279,57 @@ TILEKIT_DEVICE TILEKIT_INLINE void row_statistics(Group group, int cols, int col
     }
   }
 }
-// A warp's partial of a deferred row (row_kernel.cuh, "Deferred rows"): RMSNorm the warp's sum
-// of squares, LayerNorm its (m_w, s_w, q_w, n_w) for fold_moments; every lane gets it.
+// Columns < cols among the registers of `thread` of Layout.
+template <class Layout>
+TILEKIT_DEVICE TILEKIT_INLINE int thread_columns(int thread, int cols) {
+  constexpr int V = Layout::group_elements;
+  if (Layout::full(thread, cols)) return Layout::elements;
+  int n = 0;
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) n += min(max(cols - Layout::group_column(thread, g), 0), V);
+  return n;
+}
+// A warp's partial of a deferred row (row_kernel.cuh, "Deferred rows") of 16-bit values:
+// RMSNorm the warp's sum of squares, LayerNorm its (m_w, 0, M2_w, n_w) for fold_moments; every
+// lane gets it.
+// LayerNorm: two passes per THREAD (its mean m_t, then q_t = sum (x - m_t)^2 over its columns),
+// then ONE butterfly of the thread partials re-centred on lane 0's mean K (lane 0 holds the
+// warp's first columns of every group, so it has columns whenever the warp has any):
+//   S = sum_t n_t (m_t - K),   Q = sum_t (q_t + n_t (m_t - K)^2)      (= sum (x - K), sum (x - K)^2)
+//   m_w = K + S / n_w,         M2_w = Q - S^2 / n_w
+// Before (2026-12-02), a warp butterfly for the mean, then the deviations and a second
+// butterfly: by the ncu counts of that kernel (~700 SASS instructions per warp and row of 1024
+// columns) this saves one butterfly's latency, the deviation sum and one unpacking of h, ~70
+// instructions. Measured (bf16, H200, same-run A/B, two rounds, x copy): 32K / 64K / 128K /
+// 256K 0.861 / 0.817 / 0.808 / 0.708 -> 0.867 / 0.830 / 0.821 / 0.739; 4K-16K 0.924-0.932 ->
+// 0.921-0.925 (-0.5 .. -0.8%), 1K (not deferred) equal. Registers: every class within 128
+// without spills (ptxas -v), except the LayerNorm with the residual at 4K (126 -> 128
+// registers, 20-24 bytes of spills; not benchmarked).
+// Exactness: Q <= (1 + n_w / n_0) M2_w (Cauchy-Schwarz on lane 0's n_0 columns, as for
+// fold_moments), so the subtraction loses at most log2(33) = 5 bits at 32 columns per thread
+// when all of the warp's variance sits in lane 0's columns, ~nothing for rows of one
+// distribution. The rounding errors of m_t and m_w (the s terms of fold_moments) are left out:
+// the sums of a thread's 16-bit values (8 or 11 significant bits each) are exact or nearly so in
+// fp32, so those errors are below fp32's own rounding of the moments (test
+// LayerForwardBf16OffsetRows: rows at 1000 and -300, means within 1e-6 relative).
 template <norm_kind Kind, class Layout, class Group>
 TILEKIT_DEVICE TILEKIT_INLINE auto warp_statistics(Group group, int cols_here, int thread) {
   if constexpr (Kind == norm_kind::rms) {
     return warp_reduce(thread_sum_of_squares<Layout>(group), sum_op{});
   } else {
-    const float sum = warp_reduce(thread_sum<Layout>(group), sum_op{});
-    const int n = warp_columns<Layout>(thread / warp_threads, cols_here);
-    const float m = n > 0 ? sum / float(n) : 0.0f;
-    const float2 dev = warp_reduce(thread_deviations<Layout>(group, m, cols_here, thread), sum2_op{});
-    return make_float4(m, dev.x, dev.y, float(n));
+    static_assert((Layout::elements & (Layout::elements - 1)) == 0, "a full thread's mean is its sum times 2^-k");
+    const int n_t = thread_columns<Layout>(thread, cols_here);
+    const float sum = thread_sum<Layout>(group);  // padding holds 0
+    const float m_t = n_t == Layout::elements ? sum * (1.0f / float(Layout::elements))
+                      : n_t > 0               ? sum / float(n_t)
+                                              : 0.0f;
+    const float q_t = thread_deviations<Layout>(group, m_t, cols_here, thread).y;
+    const float shift = __shfl_sync(0xffffffffu, m_t, 0);
+    const float ne = float(n_t) * (m_t - shift);
+    const float2 sums = warp_reduce(make_float2(ne, fmaf(ne, m_t - shift, q_t)), sum2_op{});
+    const int n_w = warp_columns<Layout>(thread / warp_threads, cols_here);
+    const float d = n_w > 0 ? sums.x / float(n_w) : 0.0f;
+    return make_float4(shift + d, 0.0f, fmaxf(fmaf(-d, sums.x, sums.y), 0.0f), float(n_w));
   }
 }
 // The same from registers holding the whole row.
@@ -372,9 +411,10 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // its statistics and its output.
 // 16-bit LayerNorm rows of 4 warps or more (4K columns and up; RMSNorm: see deferred_rows) are
 // deferred rows (row_kernel.cuh): each warp computes its own statistics (warp_statistics: for
-// LayerNorm its two-pass mean and deviation sums), keeps h as packed pairs (16 registers for 32
-// columns) and goes on with the next row; the row's y is written one row later, when every
-// warp's partial is in (fold_moments), so no warp or CTA of a row waits for the others. The
+// LayerNorm each thread's two-pass mean and squared deviations, combined in one butterfly),
+// keeps h as packed pairs (16 registers for 32 columns) and goes on with the next row; the
+// row's y is written one row later, when every warp's partial is in (fold_moments), so no warp
+// or CTA of a row waits for the others. The
 // other classes, and fp32 rows (32 more registers to hold), reduce and write at once (row()).
 // ---------------------------------------------------------------------------------------------
 // RMSNorm forward of 16-bit rows and weights (norm_forward_op::wide_rms): default_row_table,
@@ -499,12 +539,16 @@ struct norm_forward_op : row_op_defaults {
     } else {
       load_row_pairs_aligned<layout>(held.h, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
     }
+    // h unpacked once for both passes of the statistics (finish() unpacks the pairs again).
+    float h[E];
+#pragma unroll
+    for (int j = 0; j < E / 2; ++j) {
+      const float2 pair = unpack_pair(held.h[j]);
+      h[2 * j] = pair.x, h[2 * j + 1] = pair.y;
+    }
     auto group = [&](int k, float (&x)[V]) {
 #pragma unroll
-      for (int i = 0; i < V; i += 2) {
-        const float2 h = unpack_pair(held.h[(k * V + i) / 2]);
-        x[i] = h.x, x[i + 1] = h.y;
-      }
+      for (int i = 0; i < V; ++i) x[i] = h[k * V + i];
     };
     return warp_statistics<Kind, layout>(group, cols_here, at.thread);
   }
