@@ -298,9 +298,9 @@ TILEKIT_DEVICE TILEKIT_INLINE int thread_columns(int thread, int cols) {
 //   S = sum_t n_t (m_t - K),   Q = sum_t (q_t + n_t (m_t - K)^2)      (= sum (x - K), sum (x - K)^2)
 //   m_w = K + S / n_w,         M2_w = Q - S^2 / n_w
 // Before (2026-12-02), a warp butterfly for the mean, then the deviations and a second
-// butterfly: by the ncu counts of that kernel (~700 SASS instructions per warp and row of 1024
-// columns) this saves one butterfly's latency, the deviation sum and one unpacking of h, ~70
-// instructions. Measured (bf16, H200, same-run A/B, two rounds, x copy): 32K / 64K / 128K /
+// butterfly. This saves one butterfly's latency and the deviation sum: ncu, SASS per warp and
+// row of 1024 columns, 694 -> 677 at 16K, 820 -> 790 at 256K (FADD 157 -> 121, SHFL 23 -> 18).
+// Measured (bf16, H200, same-run A/B, two rounds, x copy): 32K / 64K / 128K /
 // 256K 0.861 / 0.817 / 0.808 / 0.708 -> 0.867 / 0.830 / 0.821 / 0.739; 4K-16K 0.924-0.932 ->
 // 0.921-0.925 (-0.5 .. -0.8%), 1K (not deferred) equal. Registers: every class within 128
 // without spills (ptxas -v), except the LayerNorm with the residual at 4K (126 -> 128
@@ -539,7 +539,9 @@ struct norm_forward_op : row_op_defaults {
     } else {
       load_row_pairs_aligned<layout>(held.h, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
     }
-    // h unpacked once for both passes of the statistics (finish() unpacks the pairs again).
+    // h unpacked once for both passes of the statistics (finish() unpacks the pairs again). (In
+    // the source: ptxas still unpacks the pairs for each pass, ncu counts 104 -> 110 LOP3 and
+    // IMAD.U32 per warp and row at 16K; no registers to hold 32 floats more, it seems.)
     float h[E];
 #pragma unroll
     for (int j = 0; j < E / 2; ++j) {
