@@ -414,8 +414,8 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // LayerNorm each thread's two-pass mean and squared deviations, combined in one butterfly),
 // keeps h as packed pairs (16 registers for 32 columns) and goes on with the next row; the
 // row's y is written one row later, when every warp's partial is in (fold_moments), so no warp
-// or CTA of a row waits for the others. The
-// other classes, and fp32 rows (32 more registers to hold), reduce and write at once (row()).
+// or CTA of a row waits for the others. The other classes, and fp32 rows (32 more registers to
+// hold), reduce and write at once (row()).
 // ---------------------------------------------------------------------------------------------
 // RMSNorm forward of 16-bit rows and weights (norm_forward_op::wide_rms): default_row_table,
 // but rows of 16K-32K columns in one CTA with 64 columns per thread (packed pairs) instead of a
