@@ -189,7 +189,10 @@ __global__ void __launch_bounds__(cta_threads) fused_reduce_kernel(float* out) {
 // 4) times that), and waits for round k - 1 only after that. Every round one warp of every CTA
 // and one whole CTA of the cluster start late, so that others post up to a round ahead and read
 // while the late ones still post. out[round * threads + global thread] = the first word of its
-// total, out[(rounds + round) * threads + ..] = the sum of its words divided by 10.
+// total, out[(rounds + round) * threads + ..] = the sum of its words divided by 10. CtaFirst:
+// each CTA's last warp of a round combines the CTA's warp partials (reduce_slots), and those
+// travel (posted reductions, "CTA partials first"); the late warp of each round makes a
+// different warp the last one every round.
 struct four_floats {
   float v[4];
 };
@@ -199,10 +202,10 @@ struct four_sum_op {
   }
 };
 constexpr int posted_rounds = 64;
-template <int Warps, int Ctas, class T>
+template <int Warps, int Ctas, class T, bool CtaFirst>
 __global__ void __launch_bounds__(cta_threads) posted_reduce_kernel(float* out) {
   constexpr int groups = cta_threads / warp_threads / Warps;
-  __shared__ posted_reduce_scratch<Warps, T, Ctas> scratch[groups];
+  __shared__ posted_reduce_scratch<Warps, T, Ctas, CtaFirst> scratch[groups];
   if (threadIdx.x == 0)
     for (int g = 0; g < groups; ++g) scratch[g].init();
   init_barriers_fence();
@@ -228,7 +231,10 @@ __global__ void __launch_bounds__(cta_threads) posted_reduce_kernel(float* out) 
     T value;
     if constexpr (std::is_same_v<T, float>) value = v;
     else value = {{v, 2 * v, 3 * v, 4 * v}};
-    posted_reduce_post(value, scratch[group], uint32_t(k), in_group);
+    posted_reduce_post(value, scratch[group], uint32_t(k), in_group, [](const T* partials, uint32_t warps) {
+      if constexpr (std::is_same_v<T, float>) return reduce_slots(partials, warps, sum_op{});
+      else return reduce_slots(partials, warps, four_sum_op{});
+    });
     if (k > 0) {
       if constexpr (std::is_same_v<T, float>) record(k - 1, posted_reduce_wait(uint32_t(k - 1), sum_op{}, scratch[group]));
       else record(k - 1, posted_reduce_wait(uint32_t(k - 1), four_sum_op{}, scratch[group]));
@@ -241,14 +247,14 @@ __global__ void __launch_bounds__(cta_threads) posted_reduce_kernel(float* out) 
   if constexpr (Ctas > 1) cluster::sync();  // no CTA exits while a peer may still send into it
 }
 
-template <int Warps, int Ctas, class T>
+template <int Warps, int Ctas, class T, bool CtaFirst = false>
 void run_posted_reduce() {
   SCOPED_TRACE(::testing::Message() << Warps << " warps per group, cluster of " << Ctas << ", " << sizeof(T)
-                                    << "-byte values");
+                                    << "-byte values" << (CtaFirst ? ", CTA partials first" : ""));
   constexpr int clusters = 2, ctas = clusters * Ctas, groups = cta_threads / warp_threads / Warps;
   const size_t threads = size_t(ctas) * cta_threads;
   device_buffer<float> out(threads * posted_rounds * 2);
-  launch_clusters(posted_reduce_kernel<Warps, Ctas, T>, ctas, cta_threads, Ctas, out.get());
+  launch_clusters(posted_reduce_kernel<Warps, Ctas, T, CtaFirst>, ctas, cta_threads, Ctas, out.get());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const auto got = out.download();
   for (int k = 0; k < posted_rounds; ++k)
@@ -471,6 +477,17 @@ TEST_F(Reduce, PostedWarpPartialsOneRoundApart) {
   run_posted_reduce<8, 8, four_floats>();
   run_posted_reduce<8, 16, float>();
   run_posted_reduce<2, 16, four_floats>();
+}
+// The same with each CTA's warp partials combined first (by the CTA's last warp to post), as
+// the deferred LayerNorm forward's clusters do (2-16 CTAs, 16-byte values): the whole CTA as
+// one group, then groups of fewer warps, several per CTA.
+TEST_F(Reduce, PostedCtaPartialsFirst) {
+  run_posted_reduce<8, 2, four_floats, true>();
+  run_posted_reduce<8, 4, float, true>();
+  run_posted_reduce<8, 8, four_floats, true>();
+  run_posted_reduce<8, 16, four_floats, true>();
+  run_posted_reduce<4, 16, float, true>();
+  run_posted_reduce<2, 4, four_floats, true>();
 }
 
 TEST_F(Reduce, SoftmaxStatisticsSingleCta) { run_softmax_stats(1); }

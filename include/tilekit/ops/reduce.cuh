@@ -581,20 +581,53 @@ TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_r
 // warp after __syncwarp, racecheck still reported the other lanes' reads): by the argument
 // above that phase is already complete, so the wait is one test, and the order is one
 // racecheck checks.
+//
+// CTA partials first (CtaFirst = true, Ctas > 1): rather than every warp's partial travelling
+// to every CTA and every warp folding Warps x Ctas of them (256 for a row over 16 CTAs of 16
+// warps: 8 loads and re-centerings per lane on every row), each warp writes its partial into a
+// warp slot of its own CTA and arrives on the round's `warps_in` mbarrier, then counts itself
+// in with a shared atomic (`joined`, one counter per buffer, never reset: round r is the
+// (r / 4)-th use of its buffer, so its last warp reads (r / 4) x Warps + Warps - 1). The CTA's
+// LAST warp of the round waits for `warps_in` (complete by then, or about to be: the wait is
+// the acquire, the count only picks who folds), combines the Warps warp slots with the
+// caller's `cta_fold` into the CTA's partial, and posts that as above (its own slot, and
+// st.async to every peer). The round's mbarrier then counts one local arrival and the peers'
+// bytes, and wait() folds Ctas slots. No warp waits for another to post: the last one to
+// arrive does the CTA's part, the others go on at once. The rules above carry over: a warp's
+// lane 0 waits for `consumed` of round r - 4 before writing its warp slot of round r, and the
+// last warp of round r - 4 read those slots before it posted the CTA partial that every local
+// thread waited for before arriving on `consumed`; so the warp slots, `warps_in` and `joined`
+// are reused only after their previous round is done, in the order racecheck follows (the
+// mbarriers; the atomic decides nothing about memory order).
 // Initialisation as for cluster_reduce (init by one thread, init_barriers_fence, then a CTA or
 // cluster barrier), and for Ctas > 1 the cluster exit rule (cluster::sync() before exit).
 // Shared memory: 4 x Warps x Ctas partials (16 warps x 8 CTAs x 16 bytes x 4 = 8 KiB) and 8
-// mbarriers.
-template <int Warps, class T = float, int Ctas = 1>
-struct alignas(16) posted_reduce_scratch {
+// mbarriers; CTA partials first: 4 x (Ctas + Warps) partials and 12 mbarriers.
+namespace detail {
+// What CTA partials first add to a posted reduction's scratch (nothing otherwise: an empty base).
+template <int Warps, class T, bool CtaFirst>
+struct posted_cta_state {};
+template <int Warps, class T>
+struct posted_cta_state<Warps, T, true> {
+  static constexpr int buffers = 4;
+  T warp_slots[buffers][Warps];  // this CTA's warps' partials
+  mbarrier warps_in[buffers];    // every local warp's partial is in its warp slot (Warps arrivals)
+  uint32_t joined[buffers];      // warps counted in, over all uses of the buffer
+};
+}  // namespace detail
+
+template <int Warps, class T = float, int Ctas = 1, bool CtaFirst = false>
+struct alignas(16) posted_reduce_scratch : detail::posted_cta_state<Warps, T, CtaFirst && (Ctas > 1)> {
   static_assert(Warps >= 1 && Warps <= warp_threads, "posted reduction: 1..32 warps per group");
   static_assert(Ctas >= 1 && Ctas <= max_cluster_ctas, "posted reduction: 1..16 CTAs");
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "posted reductions move each partial with one st.async of 4, 8 or 16 bytes");
   static constexpr int buffers = 4;
-  static constexpr int slots_per_round = Warps * Ctas;
+  // CTA partials first (see above); with one CTA the warps' slots are the CTA's partials already.
+  static constexpr bool cta_first = CtaFirst && Ctas > 1;
+  static constexpr int slots_per_round = cta_first ? Ctas : Warps * Ctas;
   T slots[buffers][slots_per_round];
-  mbarrier arrived[buffers];   // the round's partials are in (Warps arrivals + the peers' bytes)
+  mbarrier arrived[buffers];   // the round's partials are in (local arrivals + the peers' bytes)
   mbarrier consumed[buffers];  // every local thread has read the round (Warps x 32 arrivals)
 
 #if defined(__CUDACC__)
@@ -602,29 +635,25 @@ struct alignas(16) posted_reduce_scratch {
   TILEKIT_DEVICE TILEKIT_INLINE void init() {
 #pragma unroll
     for (int b = 0; b < buffers; ++b) {
-      arrived[b].init(Warps);  // one arrival per local warp
+      arrived[b].init(cta_first ? 1 : Warps);  // the CTA's last warp, or one arrival per local warp
       consumed[b].init(Warps * warp_threads);
+      if constexpr (cta_first) {
+        this->warps_in[b].init(Warps);
+        this->joined[b] = 0;
+      }
     }
   }
 #endif
 };
 
 #if defined(__CUDACC__)
-// First half (all lanes of each warp of the group, in every CTA): post this warp's partial of
-// `round` (rounds count 0, 1, 2, .. per warp, the same sequence in all warps). `warp` is the
-// warp's index in its group (0 .. Warps - 1).
-template <int Warps, class T, int Ctas>
-TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scratch<Warps, T, Ctas>& scratch,
-                                                     uint32_t round, int warp) {
-  using scratch_t = posted_reduce_scratch<Warps, T, Ctas>;
-  const uint32_t buffer = round % scratch_t::buffers;
-  const uint32_t rank = Ctas > 1 ? cluster::rank() : 0u;
-  T* slot = &scratch.slots[buffer][rank * Warps + uint32_t(warp)];
-  mbarrier& arrived = scratch.arrived[buffer];
+namespace detail {
+// Write `value` into this CTA's slot `slot` of `buffer` (lane 0) and send it to the same slot of
+// every peer (lanes 1 .. Ctas - 1): the round's local arrival announces the peers' bytes.
+template <int Ctas, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void post_everywhere(T value, T* slot, mbarrier& arrived, uint32_t rank) {
   const uint32_t lane = laneid();
   if (lane == 0) {
-    // This CTA's warps have read the buffer's previous round (round - 4); see above.
-    if (round >= uint32_t(scratch_t::buffers)) scratch.consumed[buffer].wait((round / scratch_t::buffers - 1) % 2);
     *slot = value;
     // Release (CTA scope) of the slot write to the waiters; announces the peers' partials.
     if constexpr (Ctas > 1) arrived.arrive_expect_tx(uint32_t((Ctas - 1) * sizeof(T)));
@@ -636,17 +665,57 @@ TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scr
     }
   }
 }
+}  // namespace detail
+
+// First half (all lanes of each warp of the group, in every CTA): post this warp's partial of
+// `round` (rounds count 0, 1, 2, .. per warp, the same sequence in all warps). `warp` is the
+// warp's index in its group (0 .. Warps - 1). CTA partials first: `cta_fold(const T* warp_slots,
+// uint32_t warps)` (all lanes of the CTA's last warp call it) returns the CTA's partial from its
+// warps'; it must give the same value in every lane (e.g. reduce_slots).
+template <int Warps, class T, int Ctas, bool CtaFirst, class CtaFold>
+TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scratch<Warps, T, Ctas, CtaFirst>& scratch,
+                                                     uint32_t round, int warp, CtaFold cta_fold) {
+  using scratch_t = posted_reduce_scratch<Warps, T, Ctas, CtaFirst>;
+  const uint32_t buffer = round % scratch_t::buffers;
+  const uint32_t lap = round / scratch_t::buffers;
+  const uint32_t rank = Ctas > 1 ? cluster::rank() : 0u;
+  // This CTA's warps have read the buffer's previous round (round - 4); see above.
+  if (laneid() == 0 && round >= uint32_t(scratch_t::buffers)) scratch.consumed[buffer].wait((lap - 1) % 2);
+  if constexpr (scratch_t::cta_first) {
+    uint32_t joined_before = 0;
+    if (laneid() == 0) {
+      scratch.warp_slots[buffer][warp] = value;
+      scratch.warps_in[buffer].arrive();  // release of the warp slot to the CTA's last warp
+      joined_before = atomicAdd(&scratch.joined[buffer], 1u);
+    }
+    if (__shfl_sync(0xffffffffu, joined_before, 0) != lap * uint32_t(Warps) + uint32_t(Warps - 1)) return;
+    scratch.warps_in[buffer].wait(lap % 2);  // every lane: acquire of the other warps' slots
+    const T partial = cta_fold(static_cast<const T*>(scratch.warp_slots[buffer]), uint32_t(Warps));
+    detail::post_everywhere<Ctas>(partial, &scratch.slots[buffer][rank], scratch.arrived[buffer], rank);
+  } else {
+    detail::post_everywhere<Ctas>(value, &scratch.slots[buffer][rank * Warps + uint32_t(warp)], scratch.arrived[buffer],
+                                  rank);
+  }
+}
+// Every warp's partial to every CTA (CtaFirst = false: no CTA fold).
+template <int Warps, class T, int Ctas>
+TILEKIT_DEVICE TILEKIT_INLINE void posted_reduce_post(T value, posted_reduce_scratch<Warps, T, Ctas>& scratch,
+                                                     uint32_t round, int warp) {
+  posted_reduce_post(value, scratch, round, warp, [](const T*, uint32_t) { return T{}; });
+}
 
 // Second half, with the caller's own combine (all lanes): wait for every warp's partial of
 // `round` and return fold(partials, Warps x Ctas), partials[rank * Warps + warp] being that
-// warp's (in this CTA's shared memory). Every lane of every warp of every CTA sees the same
+// warp's (in this CTA's shared memory; CTA partials first: fold(partials, Ctas), partials[rank]
+// being that CTA's). Every lane of every warp of every CTA sees the same
 // partials in the same order, so a fold that depends on nothing else (e.g. one made with
 // reduce_slots) gives the same bits everywhere. For combines that are not one op over the
 // partials, e.g. the LayerNorm's (mean, deviation sums, count) per warp.
-template <int Warps, class T, int Ctas, class Fold>
-TILEKIT_DEVICE TILEKIT_INLINE auto posted_reduce_wait_fold(uint32_t round, posted_reduce_scratch<Warps, T, Ctas>& scratch,
+template <int Warps, class T, int Ctas, bool CtaFirst, class Fold>
+TILEKIT_DEVICE TILEKIT_INLINE auto posted_reduce_wait_fold(uint32_t round,
+                                                           posted_reduce_scratch<Warps, T, Ctas, CtaFirst>& scratch,
                                                            Fold fold) {
-  using scratch_t = posted_reduce_scratch<Warps, T, Ctas>;
+  using scratch_t = posted_reduce_scratch<Warps, T, Ctas, CtaFirst>;
   const uint32_t buffer = round % scratch_t::buffers;
   scratch.arrived[buffer].wait((round / scratch_t::buffers) % 2);
   const auto total = fold(static_cast<const T*>(scratch.slots[buffer]), uint32_t(scratch_t::slots_per_round));
@@ -656,8 +725,9 @@ TILEKIT_DEVICE TILEKIT_INLINE auto posted_reduce_wait_fold(uint32_t round, poste
 
 // Second half (all lanes): the reduction of `round` over the group's warps in every CTA
 // (reduce_slots), the same bits in every lane of every warp of every CTA.
-template <int Warps, class T, int Ctas, class Op>
-TILEKIT_DEVICE TILEKIT_INLINE T posted_reduce_wait(uint32_t round, Op op, posted_reduce_scratch<Warps, T, Ctas>& scratch) {
+template <int Warps, class T, int Ctas, bool CtaFirst, class Op>
+TILEKIT_DEVICE TILEKIT_INLINE T posted_reduce_wait(uint32_t round, Op op,
+                                                   posted_reduce_scratch<Warps, T, Ctas, CtaFirst>& scratch) {
   return posted_reduce_wait_fold(round, scratch,
                                  [op](const T* slots, uint32_t count) { return reduce_slots(slots, count, op); });
 }
