@@ -139,12 +139,14 @@
 //                                           const T* (&in)[K], pending<S>&);   a warp-uniform partial
 //   template <class S> R total(const P&, const reduce_value* partials, uint32_t count) const;
 //                                                      the row's total from its warps' partials
+//                                                      (or its CTAs': combines_ctas_first)
 //   template <class S> void finish(const P&, const row_place&, int64_t row, const pending<S>&,
 //                                  R total);           the row's outputs
 // (and optionally template <class S> keep(const P&, const row_place&, const T* (&in)[K],
 // pending<S>&), called after the previous row is finished, for what finish() needs of the row
 // but partial() need not keep: two rows' pending states are then never live at once; streamed
-// rows pass their last segment's stage)
+// rows pass their last segment's stage; and, for clusters, combine(): see
+// row_op_defaults::combines_ctas_first)
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
 // finishes row r - 1 (waiting for that row's partials only), then moves on; the stage is
@@ -364,6 +366,12 @@ struct row_op_defaults {
   // Whether the rows of size class `c` are deferred (see "Deferred rows" above; classes of
   // fewer than row_defer_min_warps warps never are).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return false; }
+  // Deferred rows over clusters: whether the op combines each CTA's warp partials first, with
+  //   template <class S> reduce_value combine(const P&, const reduce_value* partials, uint32_t warps) const;
+  // (the CTA's partial, from its warps'; run by the CTA's last warp to post), so that only CTA
+  // partials travel and total() folds one per CTA instead of one per warp of the cluster
+  // (posted reductions, "CTA partials first", tilekit/ops/reduce.cuh).
+  TILEKIT_HOST_DEVICE static constexpr bool combines_ctas_first(row_config) { return false; }
   // The order of size class `c`'s items in big staged launches ("Item order", "Paced order"
   // above): claimed with one CTA per worker, static for clusters (a cluster's rank 0 claims for
   // it, row_item_order "published", only where an op measured that faster). Claims need rows in
@@ -408,6 +416,9 @@ struct row_schedule {
   // Deferred rows (see above): rows of 4 warps or more, whose reduction is posted warp by warp
   // (posted_reduce_post) and collected one row later.
   static constexpr bool defers = Op::deferred_rows(config) && group_warps >= row_defer_min_warps;
+  // Deferred rows over clusters whose op combines its CTA's warp partials first (see
+  // row_op_defaults::combines_ctas_first; posted reductions, "CTA partials first").
+  static constexpr bool cta_first = defers && cluster_ctas > 1 && Op::combines_ctas_first(config);
   using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
   static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk (or segment) of a row
   static constexpr int segments = config.segments;
@@ -418,7 +429,7 @@ struct row_schedule {
   // Deferred rows' posted reductions (static shared memory, row_reduce_storage): 4 rounds of
   // one partial per warp and CTA, e.g. 16 KiB for 16-byte partials of 16 warps x 16 CTAs.
   static constexpr size_t posted_bytes =
-      defers ? groups * sizeof(posted_reduce_scratch<group_warps, typename Op::reduce_value, cluster_ctas>) : 0;
+      defers ? groups * sizeof(posted_reduce_scratch<group_warps, typename Op::reduce_value, cluster_ctas, cta_first>) : 0;
   static constexpr size_t stream_budget = defers ? shared_limit_bytes - deferred_static_bytes - posted_bytes
                                                  : stream_budget_bytes;
   static constexpr size_t stream_bytes_available = OpSharedBytes < stream_budget ? stream_budget - OpSharedBytes : 0;
@@ -469,7 +480,7 @@ struct row_schedule {
                                             std::conditional_t<(cluster_ctas > 1), cluster_storage<V>, group_storage<V>>>;
   template <class V>
   struct posted_storage {
-    posted_reduce_scratch<group_warps, V, cluster_ctas> group[groups];
+    posted_reduce_scratch<group_warps, V, cluster_ctas, cta_first> group[groups];
 #if defined(__CUDACC__)
     TILEKIT_DEVICE TILEKIT_INLINE void init() {  // thread 0
 #pragma unroll
@@ -512,13 +523,15 @@ struct row_schedule {
   }
 
   // The row's reduction in two halves (deferred rows): post() sends this warp's warp-uniform
-  // partial of round `round` to its group's slots (in every CTA of the cluster), wait(round)
-  // collects the total, fold(partials, count); no CTA barrier in either (posted_reduce_post /
+  // partial of round `round` to its group's slots (in every CTA of the cluster; cta_first: the
+  // CTA's last warp sends cta_fold(warp partials, warps) instead), wait(round) collects the
+  // total, fold(partials, count); no CTA barrier in either (posted_reduce_post /
   // posted_reduce_wait_fold).
-  template <class V, class Storage>
-  TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round) {
+  template <class V, class Storage, class CtaFold>
+  TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round,
+                                                 CtaFold cta_fold) {
     static_assert(defers, "post: only deferred rows of row_defer_min_warps warps or more");
-    posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads);
+    posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads, cta_fold);
   }
   template <class Storage, class Fold>
   TILEKIT_DEVICE TILEKIT_INLINE static auto wait(uint32_t round, Fold fold, Storage& storage, const row_place& at) {
@@ -608,11 +621,11 @@ struct row_context {
   }
   // reduce_warps in two halves, for the kernel's deferred rows of the op's reduce_value (an
   // op's row() does not need them): post_warps returns the reduction's round, wait(round,
-  // fold) the fold of its partials (row_schedule::post / wait).
-  template <class V>
-  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value) const {
+  // fold) the fold of its partials (row_schedule::post / wait; cta_fold: see there).
+  template <class V, class CtaFold>
+  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value, CtaFold cta_fold) const {
     const uint32_t round = posts++;
-    S::post(value, storage.posted, at, round);
+    S::post(value, storage.posted, at, round, cta_fold);
     return round;
   }
   template <class Fold>
@@ -850,7 +863,10 @@ struct in_flight_row {
   TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
                                              int64_t next, const typename Op::template pending<S>& next_state,
                                              const T* (&in)[K]) {
-    const uint32_t next_round = ctx.post_warps(partial);
+    const uint32_t next_round = ctx.post_warps(partial, [&](const V* partials, uint32_t warps) {
+      if constexpr (S::cta_first) return op.template combine<S>(p, partials, warps);
+      else return partials[0];  // (not called)
+    });
     finish(op, p, at, ctx);
     *this = {true, next, next_state, next_round};
     op.template keep<S>(p, at, in, state);

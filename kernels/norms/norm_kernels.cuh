@@ -158,10 +158,12 @@ struct sum2_op {
 // No term is large: e_i and s_i are deviations, and K is within sqrt(n / n_0) standard
 // deviations of the mean (Cauchy-Schwarz on slice 0), so Q <= (1 + n / n_0) M2 and the
 // subtraction loses at most log2(1 + n / n_0) bits against the ~1e-7 relative error of Q: 4
-// for 16 CTAs, 8 for the 256 warps of a 256K row whose first 1024 columns alone held all of
-// its variance (~1.5e-5 relative in M2); rows of one distribution lose ~nothing. A first pass
-// for a better shift (K = sum(n_i m_i + s_i) / n) measured 4-13% slower at 32K-256K columns
-// (every warp of a deferred row reads its 16 x CTAs partials once more; H200, 2026-11-30).
+// for 16 CTAs (8 if the 256 warps of a 256K row were folded at once and its first 1024
+// columns alone held all of its variance, ~1.5e-5 relative in M2; deferred rows fold each
+// CTA's warps first, combine_moments below); rows of one distribution lose ~nothing. A first
+// pass for a better shift (K = sum(n_i m_i + s_i) / n) measured 4-13% slower at 32K-256K
+// columns (every warp of a deferred row reads its 16 x CTAs partials once more; H200,
+// 2026-11-30).
 // Every thread folds the same partials in the same order (reduce_slots): the same bits in every
 // lane, warp and CTA.
 struct layer_partial_op {  // CTA reduction of (m_c, s, q, n_c): m_c and n_c are CTA-uniform
@@ -169,16 +171,40 @@ struct layer_partial_op {  // CTA reduction of (m_c, s, q, n_c): m_c and n_c are
     return make_float4(a.x, a.y + b.y, a.z + b.z, a.w);
   }
 };
+// A partial's (sum(x - shift), sum((x - shift)^2)) over its slice: e = m_i - shift,
+// (n_i e + s_i, q_i + e (2 s_i + n_i e)).
+TILEKIT_DEVICE TILEKIT_INLINE float2 recentred(const float4& part, float shift) {
+  const float e = part.x - shift;
+  return make_float2(fmaf(part.w, e, part.y), part.z + e * fmaf(part.w, e, 2.0f * part.y));
+}
 // (mean, M2 / n) of the row from `count` partials (m_i, s_i, q_i, n_i).
 TILEKIT_DEVICE TILEKIT_INLINE float2 fold_moments(const float4* partials, uint32_t count, float inv_cols) {
   const float shift = partials[0].x;
   // (S, Q): each lane re-centres its partials, a butterfly sums them (reduce_slots).
-  const float2 sums = reduce_slots(partials, count, sum2_op{}, [shift](const float4& part) {
-    const float e = part.x - shift;
-    return make_float2(fmaf(part.w, e, part.y), part.z + e * fmaf(part.w, e, 2.0f * part.y));
-  });
+  const float2 sums =
+      reduce_slots(partials, count, sum2_op{}, [shift](const float4& part) { return recentred(part, shift); });
   const float d = sums.x * inv_cols;
   return make_float2(shift + d, fmaxf(fmaf(-d, sums.x, sums.y), 0.0f) * inv_cols);
+}
+// The partial of the union of `count` slices, in the same form: (K, S, Q, n) with K =
+// partials[0].x, S and Q the union's sums around K and n its columns; for fold_moments, S is
+// then the whole deviation sum, not a rounding error, which the fold takes exactly. A CTA's
+// partial from its warps' (deferred rows over clusters, norm_forward_op::combine): no division,
+// and the exactness argument above applies twice, over the CTA's warps (K = its warp 0's
+// mean; warp 0 holds the CTA's first 256 columns of every 4096, so n_c / n_0 <= 16 unless the
+// slice is cut short, and then n_0 = n_c below 256 columns) and over the CTAs.
+struct moments_sum_op {  // (S, Q, n) summed
+  TILEKIT_DEVICE TILEKIT_INLINE float4 operator()(float4 a, float4 b) const {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, 0.0f);
+  }
+};
+TILEKIT_DEVICE TILEKIT_INLINE float4 combine_moments(const float4* partials, uint32_t count) {
+  const float shift = partials[0].x;
+  const float4 sums = reduce_slots(partials, count, moments_sum_op{}, [shift](const float4& part) {
+    const float2 r = recentred(part, shift);
+    return make_float4(r.x, r.y, part.w, 0.0f);
+  });
+  return make_float4(shift, sums.x, sums.y, sums.z);
 }
 struct layer_fold {  // the cluster's fold (reduce_fold): returns M2 / n, stores the mean
   float inv_cols;
@@ -500,6 +526,20 @@ struct norm_forward_op : row_op_defaults {
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return is_16bit_float<T> && (is_layer || (c.cluster_ctas >= 2 && c.cluster_ctas <= 8));
   }
+  // LayerNorm clusters of 2 and 16 CTAs: each CTA's last warp combines the CTA's warp partials
+  // (combine below) and only those travel, so the fold of a 256K row takes 16 partials instead
+  // of 256 (16 warps x 16 CTAs: 8 loads and re-centerings per lane, ~60 of ~790 instructions
+  // per warp and row in ncu's count; "CTA partials first", tilekit/ops/reduce.cuh). Measured
+  // (bf16, H200, 2026-12-02, same-run A/B, two rounds each, x copy), every warp's partial to
+  // every CTA -> CTA partials first: 32K (2 CTAs) 0.865-0.867 -> 0.883, 256K (16) 0.740-0.743
+  // -> 0.747-0.748, but 64K (4) 0.828-0.831 -> 0.800 and 128K (8) 0.822-0.823 -> 0.791: those
+  // keep the one-level post. (The CTA's partial waits for its last warp; why that costs 4% at
+  // 4-8 CTAs and not at 2 or 16 is not established. With the scratch padded to its old size,
+  // which leaves the stage count as it was, 32K read 0.853 instead: the shared-memory layout
+  // matters too, so the pick is per measured class, not a model.)
+  TILEKIT_HOST_DEVICE static constexpr bool combines_ctas_first(row_config c) {
+    return is_layer && (c.cluster_ctas == 2 || c.cluster_ctas == 16);
+  }
   template <class S>
   struct pending {
     packed_t<T> h[S::layout::elements / 2];  // this thread's columns of h, as pairs
@@ -554,8 +594,14 @@ struct norm_forward_op : row_op_defaults {
     };
     return warp_statistics<Kind, layout>(group, cols_here, at.thread);
   }
-  // The row's statistics from its warps' partials: RMSNorm (0, sum x^2 / n), LayerNorm (mean,
-  // M2 / n).
+  // A CTA's partial from its warps' (combines_ctas_first).
+  template <class S>
+  TILEKIT_DEVICE TILEKIT_INLINE reduce_value combine(const params&, const reduce_value* partials, uint32_t warps) const {
+    if constexpr (is_layer) return combine_moments(partials, warps);
+    else return reduce_slots(partials, warps, sum_op{});
+  }
+  // The row's statistics from its warps' (or CTAs') partials: RMSNorm (0, sum x^2 / n),
+  // LayerNorm (mean, M2 / n).
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE float2 total(const params& p, const reduce_value* partials, uint32_t count) const {
     const float inv_cols = 1.0f / float(p.cols);
