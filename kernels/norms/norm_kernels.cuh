@@ -533,10 +533,9 @@ struct norm_forward_op : row_op_defaults {
   // (bf16, H200, 2026-12-02, same-run A/B, two rounds each, x copy), every warp's partial to
   // every CTA -> CTA partials first: 32K (2 CTAs) 0.865-0.867 -> 0.883, 256K (16) 0.740-0.743
   // -> 0.747-0.748, but 64K (4) 0.828-0.831 -> 0.800 and 128K (8) 0.822-0.823 -> 0.791: those
-  // keep the one-level post. The smaller scratch also fits a third 32 KiB stage at 32K-128K;
-  // with the scratch padded to its old size (two stages) 32K read 0.853, 64K 0.807, 128K
-  // 0.803, 256K 0.747: at 32K the gain is the third stage's, at 256K the fold's
-  // (docs/performance.md, "LayerNorm forward, 2026-12-02").
+  // keep the one-level post. (The smaller scratch also fits a third 32 KiB stage at 32K-128K;
+  // neither it alone nor CTA partials first alone measured the 32K gain: the two variants are
+  // in docs/performance.md, "LayerNorm forward, 2026-12-02".)
   TILEKIT_HOST_DEVICE static constexpr bool combines_ctas_first(row_config c) {
     return is_layer && (c.cluster_ctas == 2 || c.cluster_ctas == 16);
   }
