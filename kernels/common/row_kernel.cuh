@@ -533,6 +533,11 @@ struct row_schedule {
     static_assert(defers, "post: only deferred rows of row_defer_min_warps warps or more");
     posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads, cta_fold);
   }
+  template <class V, class Storage>
+  TILEKIT_DEVICE TILEKIT_INLINE static void post(V value, Storage& storage, const row_place& at, uint32_t round) {
+    static_assert(defers && !cta_first, "post without a CTA fold: deferred rows, every warp's partial to every CTA");
+    posted_reduce_post(value, storage.group[at.group], round, at.thread / warp_threads);
+  }
   template <class Storage, class Fold>
   TILEKIT_DEVICE TILEKIT_INLINE static auto wait(uint32_t round, Fold fold, Storage& storage, const row_place& at) {
     static_assert(defers, "wait: only deferred rows of row_defer_min_warps warps or more");
@@ -626,6 +631,12 @@ struct row_context {
   TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value, CtaFold cta_fold) const {
     const uint32_t round = posts++;
     S::post(value, storage.posted, at, round, cta_fold);
+    return round;
+  }
+  template <class V>
+  TILEKIT_DEVICE TILEKIT_INLINE uint32_t post_warps(V value) const {
+    const uint32_t round = posts++;
+    S::post(value, storage.posted, at, round);
     return round;
   }
   template <class Fold>
@@ -845,6 +856,12 @@ TILEKIT_DEVICE TILEKIT_INLINE auto deferred_total(const Op& op, const P& p, cons
 }
 
 // Deferred rows: the one row whose reduction is in flight while the next row is computed.
+// (replace() copies the next row's pending state into it: ~37 moves of ~690 instructions per
+// warp and row in the LayerNorm forward at 16K. Two slots taking turns instead, the item loop
+// unrolled by two so that each row's slot is known at compile time, copy nothing but raised
+// the register pressure past 128: LayerNorm forward 8K 114 registers -> 128 and 128 / 820
+// bytes of spill stores / loads, the RMSNorm backward's clusters 0 -> 200-950 bytes; ptxas,
+// CUDA 13.0, 2026-12-02. Two copies of the loop body with the copy kept spilled too, 24 / 112.)
 template <class S, class Op>
 struct in_flight_row {
   bool valid = false;
@@ -863,10 +880,13 @@ struct in_flight_row {
   TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
                                              int64_t next, const typename Op::template pending<S>& next_state,
                                              const T* (&in)[K]) {
-    const uint32_t next_round = ctx.post_warps(partial, [&](const V* partials, uint32_t warps) {
-      if constexpr (S::cta_first) return op.template combine<S>(p, partials, warps);
-      else return partials[0];  // (not called)
-    });
+    uint32_t next_round;
+    if constexpr (S::cta_first)
+      next_round = ctx.post_warps(partial, [&](const V* partials, uint32_t warps) {
+        return op.template combine<S>(p, partials, warps);
+      });
+    else
+      next_round = ctx.post_warps(partial);
     finish(op, p, at, ctx);
     *this = {true, next, next_state, next_round};
     op.template keep<S>(p, at, in, state);

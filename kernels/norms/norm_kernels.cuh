@@ -593,11 +593,11 @@ struct norm_forward_op : row_op_defaults {
     };
     return warp_statistics<Kind, layout>(group, cols_here, at.thread);
   }
-  // A CTA's partial from its warps' (combines_ctas_first).
+  // A CTA's partial from its warps' (combines_ctas_first: LayerNorm only).
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE reduce_value combine(const params&, const reduce_value* partials, uint32_t warps) const {
-    if constexpr (is_layer) return combine_moments(partials, warps);
-    else return reduce_slots(partials, warps, sum_op{});
+    static_assert(is_layer && sizeof(S) > 0, "norm_forward_op::combine: LayerNorm's moments only");
+    return combine_moments(partials, warps);
   }
   // The row's statistics from its warps' (or CTAs') partials: RMSNorm (0, sum x^2 / n),
   // LayerNorm (mean, M2 / n).

@@ -604,12 +604,13 @@ TILEKIT_DEVICE TILEKIT_INLINE auto cluster_reduce_fold(T value, Op op, cluster_r
 // Shared memory: 4 x Warps x Ctas partials (16 warps x 8 CTAs x 16 bytes x 4 = 8 KiB) and 8
 // mbarriers; CTA partials first: 4 x (Ctas + Warps) partials and 12 mbarriers.
 namespace detail {
+inline constexpr int posted_reduce_buffers = 4;  // rounds in flight (see above)
 // What CTA partials first add to a posted reduction's scratch (nothing otherwise: an empty base).
 template <int Warps, class T, bool CtaFirst>
 struct posted_cta_state {};
 template <int Warps, class T>
 struct posted_cta_state<Warps, T, true> {
-  static constexpr int buffers = 4;
+  static constexpr int buffers = posted_reduce_buffers;
   T warp_slots[buffers][Warps];  // this CTA's warps' partials
   mbarrier warps_in[buffers];    // every local warp's partial is in its warp slot (Warps arrivals)
   uint32_t joined[buffers];      // warps counted in, over all uses of the buffer
@@ -622,7 +623,7 @@ struct alignas(16) posted_reduce_scratch : detail::posted_cta_state<Warps, T, Ct
   static_assert(Ctas >= 1 && Ctas <= max_cluster_ctas, "posted reduction: 1..16 CTAs");
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
                 "posted reductions move each partial with one st.async of 4, 8 or 16 bytes");
-  static constexpr int buffers = 4;
+  static constexpr int buffers = detail::posted_reduce_buffers;
   // CTA partials first (see above); with one CTA the warps' slots are the CTA's partials already.
   static constexpr bool cta_first = CtaFirst && Ctas > 1;
   static constexpr int slots_per_round = cta_first ? Ctas : Warps * Ctas;
