@@ -761,7 +761,8 @@ struct norm_backward_op : row_op_defaults {
   // 128 registers, no spills. bf16, H200, 2026-12-01 23:05 UTC, same-run A/B against the
   // undeferred rows (two rounds), x copy: 32K / 64K / 128K / 256K 0.888 / 0.877 / 0.852 / 0.769
   // -> 0.923 / 0.896 / 0.884 / 0.797 (16K, unchanged, 0.914 in both). Paced
-  // (TILEKIT_ROW_ORDER=paced) they lose: 0.910 / 0.850 / 0.824 / 0.715, so they stay static.
+  // (TILEKIT_ROW_ORDER=paced, which then paced every staged class) they lose: 0.910 / 0.850 /
+  // 0.824 / 0.715, so they stay static.
   // (LayerNorm: x, dy and both accumulators would not fit in registers.)
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return !is_layer && is_16bit_float<T> && c.cluster_ctas > 1;
