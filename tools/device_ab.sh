@@ -20,18 +20,14 @@ set -u
 base_src=.ab/base
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
-export PATH=/usr/local/cuda/bin:$PATH
-t0=$(date +%s)
-note() { echo "[$(($(date +%s) - t0))s] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 [ -f "$base_src/CMakeLists.txt" ] || { echo "device_ab.sh: no base tree in $base_src (see the usage)" >&2; exit 2; }
 read -r -a benches <<< "${BENCHES:-bench_cross_entropy}"
 rounds=${ROUNDS:-2}
-cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DTILEKIT_BUILD_EXAMPLES=OFF
-     -DCMAKE_CUDA_FLAGS=--split-compile=0)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-(cmake -S . -B build "${cfg[@]}" && cmake --build build -j"$(nproc)" --target "${benches[@]}") > /tmp/ab_ours.log 2>&1 &
+(cmake -S . -B build "${device_cmake_flags[@]}" && cmake --build build -j"$(nproc)" --target "${benches[@]}") > /tmp/ab_ours.log 2>&1 &
 ours=$!
-(cmake -S "$base_src" -B build-ab-base "${cfg[@]}" && cmake --build build-ab-base -j"$(nproc)" --target "${benches[@]}") \
+(cmake -S "$base_src" -B build-ab-base "${device_cmake_flags[@]}" && cmake --build build-ab-base -j"$(nproc)" --target "${benches[@]}") \
   > /tmp/ab_base.log 2>&1 &
 base=$!
 failed=0

@@ -10,7 +10,7 @@
 #   [CTEST_ARGS="-R ..."] [PYTEST=0] [DEADLINE=570] tools/device_check.sh
 #
 #   TARGETS   CMake targets to build (default all). A fresh machine builds everything but the
-#             examples in ~230 s with --split-compile=0 (2026-12-02); without it, ~520 s.
+#             examples in ~230 s (tools/device_env.sh: the configuration).
 #   CTEST_ARGS extra ctest arguments; with a TARGETS subset, a -R filter to the tests built
 #             (the others would be reported as not run).
 #   BENCHES   benchmark binaries to run, in order (default the three row-kernel ones, ~50 s
@@ -26,17 +26,14 @@ set -u
 build=$PWD/build
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
-export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+export PYTHONUNBUFFERED=1
 deadline=${DEADLINE:-570}
-t0=$(date +%s)
-elapsed() { echo $(($(date +%s) - t0)); }
 left() { local l=$((deadline - $(elapsed))); echo $((l > 1 ? l : 1)); }
-note() { echo "[$(elapsed)s] $*"; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 read -r -a targets <<< "${TARGETS:-all}"
-if ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-         -DTILEKIT_BUILD_EXAMPLES=OFF -DCMAKE_CUDA_FLAGS=--split-compile=0 > "$out/build.log" 2>&1 &&
+if ! { cmake -S . -B "$build" "${device_cmake_flags[@]}" > "$out/build.log" 2>&1 &&
        cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >> "$out/build.log" 2>&1; }; then
   note "build failed"; grep -B2 -A10 "error" "$out/build.log" | head -60; exit 1
 fi
