@@ -16,8 +16,10 @@
 #   BENCHES   benchmark binaries to run, in order (default the three row-kernel ones, ~50 s
 #             each; empty: none).
 #   SAN       compute-sanitizer runs on test binaries, e.g.
-#             "memcheck:test_norms:Norms.LayerForwardBf16 racecheck:test_reduce". racecheck of
-#             the whole test_row_order_checkable takes more than 4 minutes: filter it.
+#             "memcheck:test_norms:Norms.LayerForwardBf16 racecheck:test_reduce". They run with
+#             TILEKIT_TEST_SMALL=1 (tests/common/gpu_test.cuh: the tests that honour it take
+#             smaller problems; test_row_order_checkable does). racecheck of the whole
+#             test_row_order_checkable still takes minutes: filter it.
 #   PYTEST    1 (default): python/run_gpu_checks.sh against the kernel library just built.
 #
 # Why a build here: the built binaries (~270 MB, fatbins already compressed) do not fit the
@@ -56,7 +58,7 @@ tests=$!
   for spec in ${SAN:-}; do
     IFS=: read -r tool name filter <<< "$spec"
     start=$(date +%s)
-    TILEKIT_REQUIRE_GPU=1 timeout "$(left)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    TILEKIT_REQUIRE_GPU=1 TILEKIT_TEST_SMALL=1 timeout "$(left)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$build/tests/$name" --gtest_brief=1 ${filter:+--gtest_filter=$filter} > /tmp/sanitizer.log 2>&1
     rc=$?
     echo "$tool $name $filter rc=$rc $(($(date +%s) - start))s:" \

@@ -1250,7 +1250,9 @@ inline item_order row_setting_order(const row_launch& plan) {
   if (!plan.staged) return item_order::fixed;
   switch (row_order_setting()) {
     case row_order::fixed: return item_order::fixed;
-    case row_order::paced: return item_order::paced;
+    // Only the classes whose own order is paced can pace (row_paceable); the others run static,
+    // and so take no claim slot (row_claim_slot below).
+    case row_order::paced: return plan.order == item_order::paced ? item_order::paced : item_order::fixed;
     default: return plan.order;
   }
 }
@@ -1277,11 +1279,15 @@ void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, 
       TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, slot));
     };
     constexpr size_t staged_shared = row_kernel_shared_bytes<Op, I, true>();
+    // plan.order is the class's own order or fixed (plan_rows, row_setting_order), so a claimed
+    // or paced order reaches only the classes that compile it.
     if constexpr (row_claimable<Op, S>) {
       if (order == item_order::claimed) return launch(row_kernel<Op, I, true, true>, staged_shared, claim_slot);
     }
-    const bool paced = order == item_order::paced && row_paceable<Op, S>;  // else static
-    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared, paced ? claim_slot : -1);
+    if constexpr (row_paceable<Op, S>) {
+      if (order == item_order::paced) return launch(row_kernel<Op, I, true>, staged_shared, claim_slot);
+    }
+    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared, -1);  // the static order
     else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), -1);
   });
 }

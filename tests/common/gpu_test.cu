@@ -14,6 +14,11 @@ std::string gpu_unavailable_reason() {
 
 bool gpu_required() { return gpu_required_by_environment(); }
 
+bool small_problems() {
+  const char* v = std::getenv("TILEKIT_TEST_SMALL");
+  return v != nullptr && std::string(v) == "1";
+}
+
 uint64_t test_seed() {
   uint64_t base = 20261129;
   if (const char* v = std::getenv("TILEKIT_TEST_SEED")) base = std::strtoull(v, nullptr, 10);

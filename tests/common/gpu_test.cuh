@@ -8,6 +8,9 @@
 //   for float types) on creation so unwritten outputs are caught.
 // * random inputs (fixed seed per test, overridable with TILEKIT_TEST_SEED),
 //   relative error ||out - ref|| / ||ref|| in double precision.
+// * small_problems(): TILEKIT_TEST_SMALL=1 asks the tests that honour it for smaller problems
+//   (same code paths, fewer rows and launches), for compute-sanitizer runs, which are 100x+
+//   slower than the plain ones.
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -29,6 +32,8 @@ std::string gpu_unavailable_reason();
 bool gpu_required();
 // Seed for this test: hash of the test's full name, mixed with TILEKIT_TEST_SEED.
 uint64_t test_seed();
+// TILEKIT_TEST_SMALL=1 set? (tests that honour it say what they shrink.)
+bool small_problems();
 
 // Launches `kernel` on `ctas` CTAs of `threads` threads, in clusters of `cluster_size` CTAs
 // along x (default stream, no dynamic shared memory).

@@ -17,6 +17,10 @@
 //   * under CUDA-graph capture the planner hands out no slot, and the captured launch (static
 //     order) replays correctly;
 //   * a big enough launch is claimed in automatic order (the planner's threshold).
+// TILEKIT_TEST_SMALL=1 (for racecheck, which is too slow for the full sizes): every order and
+// class with at most 2^20 elements per launch (1, 7 and 300 rows; the cluster classes 1 and
+// 7), and the published table through 20000 uses instead of 200000 (still 625 turns of its
+// 32 slots).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -176,9 +180,10 @@ TEST_F(RowOrder, EveryOrderComputesEveryRowOnce) {
   const variant variants[] = {{-1, tkd::item_order::fixed, " static"},
                               {slot, tkd::item_order::claimed, " claimed"},
                               {slot, tkd::item_order::paced, " paced"}};
+  const int64_t max_elements = int64_t(1) << (small_problems() ? 20 : 26);
   for (const shape& sh : shapes)
     for (int64_t rows : {int64_t(1), int64_t(7), int64_t(300), int64_t(5000)}) {
-      if (int64_t(sh.cols) * rows > (int64_t(1) << 26)) continue;
+      if (int64_t(sh.cols) * rows > max_elements) continue;
       for (const variant& v : variants) {
         problem pr(rows, sh.cols, sh.stride, rng);
         launch(pr, s.stream, v.slot, v.order);
@@ -336,7 +341,7 @@ TEST_F(RowOrder, PublishedTableDeliversEveryItem) {
   device_buffer<unsigned> wrong(1);
   TILEKIT_CHECK_CUDA(cudaMemset(wrong.get(), 0, sizeof(unsigned)));
   published_table::poll_kernel<<<dim3(132 / published_table::ranks * published_table::ranks), dim3(128)>>>(
-      wrong.get(), 200000u);
+      wrong.get(), small_problems() ? 20000u : 200000u);
   TILEKIT_CHECK_CUDA(cudaGetLastError());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   EXPECT_EQ(wrong.download()[0], 0u) << "a reader took an entry that was not the item of its use";
