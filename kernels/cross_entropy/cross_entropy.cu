@@ -66,6 +66,7 @@ struct ce_forward_params {
   float* lse;
   void* dlogits;
   const float* grad_per_row;
+  int64_t grad_stride;  // elements between rows' upstream gradients (0: one for every row)
   int64_t rows;
   int cols;  // vocabulary size
   int64_t logits_row_stride;
@@ -83,6 +84,7 @@ struct ce_backward_params {
   const int64_t* labels;
   const float* lse;
   const float* grad_per_row;
+  int64_t grad_stride;  // elements between rows' upstream gradients (0: one for every row)
   int64_t rows;
   int cols;  // vocabulary size
   int64_t logits_row_stride;
@@ -106,7 +108,7 @@ template <class P>
 TILEKIT_DEVICE TILEKIT_INLINE ce_row fetch_ce_row(const P& p, int64_t row, bool with_lse) {
   ce_row r;
   r.label = p.labels[row];
-  r.grad = p.grad_per_row ? p.grad_per_row[row] : 1.f;
+  r.grad = p.grad_per_row ? p.grad_per_row[row * p.grad_stride] : 1.f;
   if (with_lse) r.lse = p.lse[row];
   return r;
 }
@@ -579,8 +581,16 @@ void check_loss_options(float label_smoothing, float z_loss_weight) {
   TILEKIT_CHECK_ARG(z_loss_weight >= 0.f, "z_loss_weight: must be >= 0, got ", z_loss_weight);
 }
 
-void check_upstream_gradient(const float* grad_per_row, float grad_scale) {
-  if (grad_per_row) check_pointer(grad_per_row, "grad_per_row", sizeof(float));
+void check_upstream_gradient(const float* grad_per_row, int64_t grad_per_row_stride, int64_t rows,
+                             float grad_scale) {
+  if (grad_per_row) {
+    check_pointer(grad_per_row, "grad_per_row", sizeof(float));
+    TILEKIT_CHECK_ARG(grad_per_row_stride >= 0, "grad_per_row_stride: must be >= 0 (0: one gradient for every row), got ",
+                      grad_per_row_stride);
+    TILEKIT_CHECK_ARG(grad_per_row_stride <= std::numeric_limits<int64_t>::max() / std::max<int64_t>(rows, 1),
+                      "grad_per_row_stride: rows * stride overflows int64 (rows ", rows, ", stride ",
+                      grad_per_row_stride, ")");
+  }
   check_finite(grad_scale, "grad_scale");
 }
 
@@ -602,7 +612,7 @@ void validate(const cross_entropy_forward_args& a) {
     detail::check_pointer(a.dlogits, "dlogits", bytes);
     detail::check_row_stride(a.dlogits_row_stride, a.rows, a.vocab, "dlogits_row_stride");
     detail::check_alias(a.dlogits, a.dlogits_row_stride, a.logits, a.logits_row_stride, "dlogits");
-    detail::check_upstream_gradient(a.grad_per_row, a.grad_scale);
+    detail::check_upstream_gradient(a.grad_per_row, a.grad_per_row_stride, a.rows, a.grad_scale);
   }
 }
 
@@ -613,7 +623,7 @@ void validate(const cross_entropy_backward_args& a) {
   detail::check_pointer(a.logits, "logits", bytes);
   detail::check_pointer(a.labels, "labels", sizeof(int64_t));
   detail::check_pointer(a.lse, "lse", sizeof(float));
-  detail::check_upstream_gradient(a.grad_per_row, a.grad_scale);
+  detail::check_upstream_gradient(a.grad_per_row, a.grad_per_row_stride, a.rows, a.grad_scale);
   detail::check_rows(a.rows);
   detail::check_cols(a.vocab, cross_entropy_max_vocab, "vocab");
   detail::check_row_stride(a.logits_row_stride, a.rows, a.vocab, "logits_row_stride");
@@ -630,6 +640,7 @@ void cross_entropy_forward(const cross_entropy_forward_args& a, cudaStream_t str
                                          a.lse,
                                          a.dlogits,
                                          a.grad_per_row,
+                                         a.grad_per_row_stride,
                                          a.rows,
                                          int(a.vocab),
                                          a.logits_row_stride,
@@ -653,6 +664,7 @@ void cross_entropy_backward(const cross_entropy_backward_args& a, cudaStream_t s
                                           a.labels,
                                           a.lse,
                                           a.grad_per_row,
+                                          a.grad_per_row_stride,
                                           a.rows,
                                           int(a.vocab),
                                           a.logits_row_stride,

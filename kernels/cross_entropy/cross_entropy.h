@@ -13,13 +13,14 @@
 //   rows with t outside [0, vocab) and != ignore_index: loss NaN and dlogits NaN (the labels
 //   live on the device, so the host cannot check them without synchronizing).
 //
-// Reduction convention: the kernels produce PER-ROW losses. A mean over the non-ignored rows
-// (PyTorch's reduction='mean') is the caller's: divide the sum of `loss` by the number of
-// non-ignored rows, and pass the matching upstream gradient (1 / count, or a per-row vector)
-// through `grad_scale` / `grad_per_row` below.
+// Reduction convention: the forward produces PER-ROW losses. cross_entropy_reduce (below)
+// folds them into PyTorch's reduction='sum' or 'mean' (the mean over the non-ignored rows) in
+// one more launch, deterministically, and writes the matching upstream gradient of every row
+// (1 / count, or 1) as a device scalar, which the forward's fused gradient or the backward take
+// through `grad_per_row` with `grad_per_row_stride` 0: no per-row vector is materialized.
 //
-// Upstream gradient of row r: g_r = grad_scale * (grad_per_row ? grad_per_row[r] : 1), and
-// dlogits[r, :] = g_r * dloss[r] / dlogits[r, :].
+// Upstream gradient of row r: g_r = grad_scale * (grad_per_row ? grad_per_row[r * grad_per_row_stride] : 1),
+// and dlogits[r, :] = g_r * dloss[r] / dlogits[r, :].
 //
 // Two ways to get dlogits:
 //   * cross_entropy_forward with `dlogits` set: one read of the logits produces loss, lse and
@@ -65,6 +66,7 @@ struct cross_entropy_forward_args {
   void* dlogits = nullptr;              // [rows, vocab]
   int64_t dlogits_row_stride = 0;       // elements (>= vocab); used only with dlogits
   const float* grad_per_row = nullptr;  // [rows] upstream gradient per row, or nullptr (= 1)
+  int64_t grad_per_row_stride = 1;      // elements between rows' gradients; 0: grad_per_row[0] for every row
   float grad_scale = 1.f;               // multiplies every row's upstream gradient
 };
 
@@ -74,6 +76,7 @@ struct cross_entropy_backward_args {
   const int64_t* labels = nullptr;      // [rows]
   const float* lse = nullptr;           // [rows] log-sum-exp written by the forward
   const float* grad_per_row = nullptr;  // [rows] upstream gradient of each row's loss, or nullptr (= 1)
+  int64_t grad_per_row_stride = 1;      // elements between rows' gradients; 0: grad_per_row[0] for every row
   float grad_scale = 1.f;               // multiplies every row's upstream gradient
   int64_t rows = 0;
   int64_t vocab = 0;
@@ -85,11 +88,40 @@ struct cross_entropy_backward_args {
   float z_loss_weight = 0.f;
 };
 
+// The reduction of the per-row losses (PyTorch's reduction='sum' / 'mean'), one launch of one
+// cluster (kernels/cross_entropy/cross_entropy_reduce.cu):
+//
+//   sum:  out = sum_r loss[r]                       row_gradient = 1
+//   mean: out = sum_r loss[r] / count               row_gradient = 1 / count
+//         count = #{r : labels[r] != ignore_index}   (0 rows counted: out NaN, row_gradient inf,
+//                                                     as PyTorch; ignored rows get gradient 0 anyway)
+//
+// row_gradient is d out / d loss[r] of every non-ignored row: pass it as grad_per_row with
+// grad_per_row_stride 0 to the backward (times the upstream gradient of `out`), or, for a mean,
+// to a fused forward run AFTER a count-only call (loss = nullptr: only row_gradient).
+// The sum is accumulated in fp64 in a fixed order that depends on `rows` alone (every run gives
+// the same bits), then rounded once to out_type. Ignored rows' losses are 0 (the forward's
+// contract) and are summed like any other.
+enum class cross_entropy_reduction { sum, mean };
+
+struct cross_entropy_reduce_args {
+  const float* loss = nullptr;      // [rows] fp32 per-row losses, or nullptr: count only (no `out`)
+  const int64_t* labels = nullptr;  // [rows]; needed for mean (the count), unused for sum
+  int64_t rows = 0;                 // >= 0 (0 rows: sum 0, mean NaN)
+  int64_t ignore_index = cross_entropy_default_ignore_index;
+  cross_entropy_reduction reduction = cross_entropy_reduction::mean;
+  void* out = nullptr;              // scalar of out_type (bf16, fp16, fp32); required iff loss is given
+  dtype out_type = dtype::fp32;
+  float* row_gradient = nullptr;    // optional fp32 scalar: d out / d loss[r] (see above)
+};
+
 // Throw tilekit::invalid_argument for the first invalid field (no CUDA call).
 void validate(const cross_entropy_forward_args& args);
 void validate(const cross_entropy_backward_args& args);
+void validate(const cross_entropy_reduce_args& args);
 
 void cross_entropy_forward(const cross_entropy_forward_args& args, cudaStream_t stream);
 void cross_entropy_backward(const cross_entropy_backward_args& args, cudaStream_t stream);
+void cross_entropy_reduce(const cross_entropy_reduce_args& args, cudaStream_t stream);
 
 }  // namespace tilekit::kernels

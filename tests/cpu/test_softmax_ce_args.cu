@@ -266,6 +266,19 @@ TEST(CrossEntropyArgs, ForwardRejectsEachInvalidField) {
   a.grad_per_row = reinterpret_cast<const float*>(storage + 1);
   expect_invalid(run(a), "grad_per_row:");
   a = good_ce_forward();
+  a.dlogits = data_b;
+  a.dlogits_row_stride = cols;
+  a.grad_per_row = loss;
+  a.grad_per_row_stride = -1;
+  expect_invalid(run(a), "grad_per_row_stride:");
+  a.grad_per_row_stride = std::numeric_limits<int64_t>::max() / 2;  // rows * stride overflows
+  expect_invalid(run(a), "grad_per_row_stride:");
+  a.grad_per_row_stride = 0;  // one gradient for every row
+  EXPECT_NO_THROW(validate(a));
+  a.grad_per_row = nullptr;  // the stride of an absent vector is not looked at
+  a.grad_per_row_stride = -1;
+  EXPECT_NO_THROW(validate(a));
+  a = good_ce_forward();
   a.dlogits = const_cast<void*>(a.logits);
   a.dlogits_row_stride = cols + 4;
   a.logits_row_stride = cols;
@@ -290,6 +303,10 @@ TEST(CrossEntropyArgs, BackwardRejectsEachInvalidField) {
   a.grad_per_row = reinterpret_cast<const float*>(storage + 2);
   expect_invalid(run(a), "grad_per_row:");
   a = good_ce_backward();
+  a.grad_per_row = loss;
+  a.grad_per_row_stride = -3;
+  expect_invalid(run(a), "grad_per_row_stride:");
+  a = good_ce_backward();
   a.grad_scale = std::numeric_limits<float>::infinity();
   expect_invalid(run(a), "grad_scale:");
   a = good_ce_backward();
@@ -313,6 +330,74 @@ TEST(CrossEntropyArgs, BackwardRejectsEachInvalidField) {
   a = good_ce_backward();
   a.z_loss_weight = -0.5f;
   expect_invalid(run(a), "z_loss_weight:");
+}
+
+cross_entropy_reduce_args good_ce_reduce() {
+  cross_entropy_reduce_args a;
+  a.loss = loss;
+  a.labels = labels;
+  a.rows = rows;
+  a.reduction = cross_entropy_reduction::mean;
+  a.out = data;
+  a.out_type = dtype::bf16;
+  a.row_gradient = lse;
+  return a;
+}
+
+TEST(CrossEntropyArgs, ReduceValidArgumentsPass) {
+  EXPECT_NO_THROW(validate(good_ce_reduce()));
+  auto count_only = good_ce_reduce();  // the gradient scale of a mean, before the forward
+  count_only.loss = nullptr;
+  count_only.out = nullptr;
+  EXPECT_NO_THROW(validate(count_only));
+  auto sum = good_ce_reduce();  // a sum needs no labels
+  sum.reduction = cross_entropy_reduction::sum;
+  sum.labels = nullptr;
+  EXPECT_NO_THROW(validate(sum));
+  auto empty = good_ce_reduce();  // no rows: the inputs are not read (an empty tensor may have no address)
+  empty.rows = 0;
+  empty.loss = nullptr;
+  empty.labels = nullptr;
+  EXPECT_NO_THROW(validate(empty));
+}
+
+TEST(CrossEntropyArgs, ReduceRejectsEachInvalidField) {
+  auto run = [](cross_entropy_reduce_args a) { return [a] { cross_entropy_reduce(a, nullptr); }; };
+  auto a = good_ce_reduce();
+  a.reduction = static_cast<cross_entropy_reduction>(7);
+  expect_invalid(run(a), "reduction:");
+  a = good_ce_reduce();
+  a.rows = -1;
+  expect_invalid(run(a), "rows:");
+  a = good_ce_reduce();
+  a.out = nullptr;
+  a.row_gradient = nullptr;
+  a.loss = nullptr;
+  expect_invalid(run(a), "out:");  // nothing to compute
+  a = good_ce_reduce();
+  a.out = nullptr;  // a loss with nowhere to write its sum
+  expect_invalid(run(a), "loss:");
+  a = good_ce_reduce();
+  a.loss = nullptr;
+  expect_invalid(run(a), "loss:");
+  a = good_ce_reduce();
+  a.loss = reinterpret_cast<const float*>(storage + 2);
+  expect_invalid(run(a), "loss:");
+  a = good_ce_reduce();
+  a.out_type = dtype::fp8_e4m3;
+  expect_invalid(run(a), "out_type:");
+  a = good_ce_reduce();
+  a.out = misaligned;
+  expect_invalid(run(a), "out:");
+  a = good_ce_reduce();
+  a.labels = nullptr;  // a mean counts the labels
+  expect_invalid(run(a), "labels:");
+  a = good_ce_reduce();
+  a.labels = reinterpret_cast<const int64_t*>(storage + 4);
+  expect_invalid(run(a), "labels:");
+  a = good_ce_reduce();
+  a.row_gradient = reinterpret_cast<float*>(storage + 1);
+  expect_invalid(run(a), "row_gradient:");
 }
 
 TEST(CrossEntropyArgs, MessagesAreReadable) {

@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "common/gpu_test.cuh"
@@ -459,6 +462,211 @@ TEST_F(CrossEntropy, InvalidLabelGivesNan) {
   const std::vector<bf16> d = dlogits.download();
   EXPECT_TRUE(std::isnan(convert<float>(d[0])));
   EXPECT_TRUE(std::isfinite(convert<float>(d[size_t(vocab)])));
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross_entropy_reduce: sum / mean of the per-row losses, and the rows' gradient scale
+// ---------------------------------------------------------------------------------------------
+
+// Relative spacing of Out near 1: a correctly rounded result is within half of it of the exact
+// value, and the kernel rounds an fp64 sum once (its order differs from the reference's only in
+// fp64 bits far below Out's).
+template <class Out>
+double out_spacing() {
+  return std::is_same_v<Out, float> ? 0x1p-23 : std::is_same_v<Out, fp16> ? 0x1p-10 : 0x1p-7;
+}
+
+struct reduce_result {
+  double out = 0;          // NaN when not written as a number
+  float row_gradient = 0;
+};
+
+// Runs cross_entropy_reduce on host losses / labels (poisoned outputs) and returns both outputs.
+template <class Out>
+reduce_result run_reduce(const std::vector<float>& losses, const std::vector<int64_t>& targets,
+                         tk::cross_entropy_reduction reduction, int64_t ignore) {
+  const int64_t rows = int64_t(losses.size());
+  device_buffer<float> loss(losses);
+  device_buffer<int64_t> labels(targets);
+  device_buffer<Out> out(1);
+  device_buffer<float> row_gradient(1);
+  tk::cross_entropy_reduce_args a;
+  a.loss = loss.get();
+  a.labels = labels.get();
+  a.rows = rows;
+  a.ignore_index = ignore;
+  a.reduction = reduction;
+  a.out = out.get();
+  a.out_type = dtype_traits<Out>::tag;
+  a.row_gradient = row_gradient.get();
+  tk::cross_entropy_reduce(a, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  return {to_double(out.download()[0]), row_gradient.download()[0]};
+}
+
+template <class Out>
+void check_reduce(int64_t rows, uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype_traits<Out>::tag) << " rows=" << rows);
+  std::mt19937_64 rng(seed);
+  // Losses of a language model's size (0..12), every 5th row ignored (loss 0, as the forward
+  // writes it), one row of an ignore_index that is a real class id.
+  std::vector<float> losses = random_vector<float>(size_t(rows), rng, 0.f, 12.f);
+  std::vector<int64_t> targets(static_cast<size_t>(rows));
+  std::uniform_int_distribution<int64_t> label_dist(0, 50000);
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool ignored = r % 5 == 3;
+    targets[size_t(r)] = ignored ? ignore_index : label_dist(rng);
+    if (ignored) losses[size_t(r)] = 0.f;
+    sum += losses[size_t(r)];
+    count += ignored ? 0 : 1;
+  }
+  for (auto reduction : {tk::cross_entropy_reduction::sum, tk::cross_entropy_reduction::mean}) {
+    const bool mean = reduction == tk::cross_entropy_reduction::mean;
+    SCOPED_TRACE(mean ? "mean" : "sum");
+    const reduce_result got = run_reduce<Out>(losses, targets, reduction, ignore_index);
+    const double expected = mean ? sum / double(count) : sum;
+    EXPECT_LE(std::abs(got.out - expected), out_spacing<Out>() * std::abs(expected)) << "expected " << expected
+                                                                                       << ", got " << got.out;
+    EXPECT_EQ(got.row_gradient, mean ? float(1.0 / double(count)) : 1.f);
+    // The same inputs give the same bits (no atomics, an order fixed by `rows`).
+    const reduce_result again = run_reduce<Out>(losses, targets, reduction, ignore_index);
+    EXPECT_EQ(std::memcmp(&got.out, &again.out, sizeof got.out), 0) << "two runs differ";
+    EXPECT_EQ(std::memcmp(&got.row_gradient, &again.row_gradient, sizeof got.row_gradient), 0);
+  }
+}
+
+// Row counts around the CTA and cluster split (4096 rows per CTA, up to 16 CTAs, 8 rows per
+// thread and step): 1 row, a partial batch, exactly one CTA, one more row, 8 and 9 CTAs (the
+// portable cluster and one more), 16 CTAs with a short last slice, and rows that give each thread
+// many steps.
+TEST_F(CrossEntropy, ReduceSumAndMean) {
+  for (int64_t rows : {int64_t(1), int64_t(7), int64_t(1000), int64_t(4096), int64_t(4097), int64_t(32768),
+                       int64_t(32768 + 4096 + 1), int64_t(65537), int64_t(262144), int64_t(3) << 20})
+    check_reduce<float>(rows, test_seed() + uint64_t(rows));
+  check_reduce<bf16>(100003, test_seed());
+  // fp16 ends at 65504: a sum of ~9000 losses of ~6 stays below it (a larger one is inf, as
+  // PyTorch's fp16 sum would be).
+  check_reduce<fp16>(9001, test_seed());
+}
+
+// Edge cases: no rows (sum 0, mean NaN), every row ignored (mean NaN, gradient scale inf, as
+// PyTorch), a count-only call (no loss, no out) and a sum without labels.
+TEST_F(CrossEntropy, ReduceEdgeCases) {
+  {
+    const reduce_result s = run_reduce<float>({}, {}, tk::cross_entropy_reduction::sum, ignore_index);
+    EXPECT_EQ(s.out, 0.0);
+    EXPECT_EQ(s.row_gradient, 1.f);
+    const reduce_result m = run_reduce<float>({}, {}, tk::cross_entropy_reduction::mean, ignore_index);
+    EXPECT_TRUE(std::isnan(m.out));
+  }
+  {
+    const std::vector<float> zeros(5000, 0.f);
+    const std::vector<int64_t> ignored(5000, 7);
+    const reduce_result m = run_reduce<bf16>(zeros, ignored, tk::cross_entropy_reduction::mean, 7);
+    EXPECT_TRUE(std::isnan(m.out));
+    EXPECT_TRUE(std::isinf(m.row_gradient) && m.row_gradient > 0);
+  }
+  const int64_t rows = 20000;
+  std::vector<int64_t> targets(size_t(rows), 1);
+  for (int64_t r = 0; r < rows; r += 3) targets[size_t(r)] = ignore_index;  // 6667 ignored
+  device_buffer<int64_t> labels(targets);
+  device_buffer<float> row_gradient(1);
+  tk::cross_entropy_reduce_args count_only;
+  count_only.labels = labels.get();
+  count_only.rows = rows;
+  count_only.row_gradient = row_gradient.get();
+  tk::cross_entropy_reduce(count_only, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(row_gradient.download()[0], float(1.0 / double(rows - 6667)));
+
+  std::mt19937_64 rng(test_seed());
+  const std::vector<float> losses = random_vector<float>(size_t(rows), rng, 0.f, 4.f);
+  device_buffer<float> loss(losses);
+  device_buffer<float> out(1);
+  tk::cross_entropy_reduce_args sum_only;
+  sum_only.loss = loss.get();
+  sum_only.rows = rows;
+  sum_only.reduction = tk::cross_entropy_reduction::sum;
+  sum_only.out = out.get();
+  tk::cross_entropy_reduce(sum_only, nullptr);
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  double sum = 0;
+  for (float l : losses) sum += l;
+  EXPECT_LE(std::abs(out.download()[0] - sum), 0x1p-23 * sum);
+}
+
+// grad_per_row_stride: 0 gives every row grad_per_row[0] (a one-element buffer: a kernel that
+// ignored the stride would read past it, poison or out of bounds), 3 every third element. The
+// fused forward and the backward must produce the bits of the same gradients given as a
+// dense vector.
+TEST_F(CrossEntropy, UpstreamGradientStrides) {
+  const int64_t rows = 600, vocab = 4097;
+  std::mt19937_64 rng(test_seed());
+  device_buffer<bf16> logits(random_vector<bf16>(size_t(rows * vocab), rng, -4.f, 4.f));
+  std::vector<int64_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[size_t(r)] = r % 7 == 2 ? ignore_index : (r * 131) % vocab;
+  device_buffer<int64_t> labels(targets);
+  const std::vector<float> dense_values = random_vector<float>(size_t(rows), rng, 0.5f, 2.f);
+  const float scalar = 1.f / 517.f;
+
+  for (const int64_t stride : {int64_t(0), int64_t(3)}) {
+    SCOPED_TRACE(::testing::Message() << "stride " << stride);
+    std::vector<float> dense(static_cast<size_t>(rows)), strided(stride == 0 ? 1 : size_t(rows * stride));
+    for (int64_t r = 0; r < rows; ++r) dense[size_t(r)] = stride == 0 ? scalar : dense_values[size_t(r)];
+    if (stride == 0) strided[0] = scalar;
+    else {
+      for (auto& v : strided) v = std::numeric_limits<float>::quiet_NaN();  // only r * stride is read
+      for (int64_t r = 0; r < rows; ++r) strided[size_t(r * stride)] = dense[size_t(r)];
+    }
+    device_buffer<float> dense_gradient(dense), strided_gradient(strided);
+    device_buffer<float> loss(rows), lse(rows);
+    device_buffer<bf16> fused_dense(size_t(rows * vocab)), fused_strided(size_t(rows * vocab));
+    device_buffer<bf16> backward_dense(size_t(rows * vocab)), backward_strided(size_t(rows * vocab));
+
+    tk::cross_entropy_forward_args forward;
+    forward.logits = logits.get();
+    forward.labels = labels.get();
+    forward.loss = loss.get();
+    forward.lse = lse.get();
+    forward.rows = rows;
+    forward.vocab = vocab;
+    forward.logits_row_stride = vocab;
+    forward.dlogits_row_stride = vocab;
+    forward.label_smoothing = 0.1f;
+    forward.grad_scale = 0.5f;
+    tk::cross_entropy_backward_args backward;
+    backward.logits = logits.get();
+    backward.labels = labels.get();
+    backward.lse = lse.get();
+    backward.rows = rows;
+    backward.vocab = vocab;
+    backward.logits_row_stride = vocab;
+    backward.dlogits_row_stride = vocab;
+    backward.label_smoothing = 0.1f;
+    backward.grad_scale = 0.5f;
+    for (const bool use_stride : {false, true}) {
+      forward.dlogits = use_stride ? fused_strided.get() : fused_dense.get();
+      forward.grad_per_row = use_stride ? strided_gradient.get() : dense_gradient.get();
+      forward.grad_per_row_stride = use_stride ? stride : 1;
+      tk::cross_entropy_forward(forward, nullptr);
+      backward.dlogits = use_stride ? backward_strided.get() : backward_dense.get();
+      backward.grad_per_row = forward.grad_per_row;
+      backward.grad_per_row_stride = forward.grad_per_row_stride;
+      tk::cross_entropy_backward(backward, nullptr);
+    }
+    TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<bf16> a = fused_dense.download(), b = fused_strided.download();
+    const std::vector<bf16> c = backward_dense.download(), d = backward_strided.download();
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)), 0) << "fused forward";
+    EXPECT_EQ(std::memcmp(c.data(), d.data(), c.size() * sizeof(bf16)), 0) << "backward";
+    // And the gradients are not trivially equal (e.g. all poison): a non-ignored row is finite
+    // and non-zero somewhere.
+    bool nonzero = false;
+    for (int64_t col = 0; col < vocab; ++col) nonzero |= convert<float>(c[size_t(col)]) != 0.f;
+    EXPECT_TRUE(nonzero && std::isfinite(convert<float>(c[0])));
+  }
 }
 
 }  // namespace
