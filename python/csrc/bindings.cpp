@@ -107,6 +107,24 @@ at::Tensor row_vector(const at::Tensor& t, const char* name, int64_t rows, const
   return t.contiguous();
 }
 
+// Upstream gradients of the rows (fp32, `rows` elements) as a base and a stride in elements:
+// an expanded scalar (a reduction's d out / d loss, e.g. a mean's 1 / count) keeps stride 0, a
+// strided 1-D view its stride, anything else is made contiguous (stride 1). No copy of a scalar
+// into a [rows] vector.
+struct row_gradients {
+  at::Tensor tensor;
+  int64_t stride = 1;
+};
+
+row_gradients upstream_gradients(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& x) {
+  check_device(t, name, x);
+  TORCH_CHECK(t.scalar_type() == at::kFloat, "tilekit: ", name, " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.numel() == rows, "tilekit: ", name, " must have ", rows, " elements (one per row), got ", t.numel());
+  at::Tensor flat = t.reshape({rows});  // a view where one exists (an expanded scalar has stride 0)
+  if (rows > 1) return {flat, flat.stride(0)};
+  return {flat.contiguous(), 1};
+}
+
 // A tensor seen as a [rows, cols] matrix with contiguous rows and a row stride in elements.
 // `tensor` is either a view of the caller's tensor or, when no such view exists, a contiguous
 // copy; it must stay alive while the kernel is enqueued (it does: the caching allocator only
@@ -427,8 +445,8 @@ tensor_triple cross_entropy_fwd(const at::Tensor& logits, const at::Tensor& labe
   at::Tensor loss = empty_row_stats(logits);
   at::Tensor lse = empty_row_stats(logits);
   at::Tensor dlogits = compute_dlogits ? at::empty(logits.sizes(), logits.options()) : not_requested(logits);
-  at::Tensor g;
-  if (grad_per_row) g = row_vector(*grad_per_row, "grad_per_row", lm.rows, logits);
+  row_gradients g;
+  if (grad_per_row) g = upstream_gradients(*grad_per_row, "grad_per_row", lm.rows, logits);
   if (lm.rows == 0) return {loss, lse, dlogits};
 
   tk::cross_entropy_forward_args a;
@@ -446,7 +464,8 @@ tensor_triple cross_entropy_fwd(const at::Tensor& logits, const at::Tensor& labe
   if (compute_dlogits) {
     a.dlogits = dlogits.data_ptr();
     a.dlogits_row_stride = lm.cols;
-    a.grad_per_row = grad_per_row ? g.data_ptr<float>() : nullptr;
+    a.grad_per_row = grad_per_row ? g.tensor.data_ptr<float>() : nullptr;
+    a.grad_per_row_stride = g.stride;
     a.grad_scale = static_cast<float>(grad_scale);
   }
   launch("cross_entropy_fwd", [&] { tk::cross_entropy_forward(a, current_stream()); });
@@ -462,8 +481,8 @@ at::Tensor cross_entropy_bwd(const at::Tensor& logits, const at::Tensor& labels,
   const row_matrix lm = as_rows(logits);
   const at::Tensor t = check_labels(labels, logits);
   const at::Tensor l = row_vector(lse, "lse", lm.rows, logits);
-  at::Tensor g;
-  if (grad_per_row) g = row_vector(*grad_per_row, "grad_per_row", lm.rows, logits);
+  row_gradients g;
+  if (grad_per_row) g = upstream_gradients(*grad_per_row, "grad_per_row", lm.rows, logits);
   at::Tensor dlogits = at::empty(logits.sizes(), logits.options());
   if (lm.rows == 0) return dlogits;
 
@@ -472,7 +491,8 @@ at::Tensor cross_entropy_bwd(const at::Tensor& logits, const at::Tensor& labels,
   a.logits = lm.tensor.data_ptr();
   a.labels = t.data_ptr<int64_t>();
   a.lse = l.data_ptr<float>();
-  a.grad_per_row = grad_per_row ? g.data_ptr<float>() : nullptr;
+  a.grad_per_row = grad_per_row ? g.tensor.data_ptr<float>() : nullptr;
+  a.grad_per_row_stride = g.stride;
   a.grad_scale = static_cast<float>(grad_scale);
   a.rows = lm.rows;
   a.vocab = lm.cols;
@@ -484,6 +504,45 @@ at::Tensor cross_entropy_bwd(const at::Tensor& logits, const at::Tensor& labels,
   a.z_loss_weight = static_cast<float>(z_loss);
   launch("cross_entropy_bwd", [&] { tk::cross_entropy_backward(a, current_stream()); });
   return dlogits;
+}
+
+// PyTorch's reduction='sum' / 'mean' of the per-row losses in one launch (cross_entropy.h,
+// cross_entropy_reduce): out = sum (or sum over the non-ignored rows' count) as a 0-d tensor of
+// `dtype`, and row_gradient = d out / d loss[r] (1, or 1 / count) as a 0-d float32 tensor. Without
+// `loss` only row_gradient is computed (a mean's gradient scale, before a fused forward) and out
+// is an empty [0] placeholder.
+tensor_pair cross_entropy_reduce(const std::optional<at::Tensor>& loss, const at::Tensor& labels, int64_t ignore_index,
+                                 bool mean, at::ScalarType dtype) {
+  TORCH_CHECK(labels.is_cuda(), "tilekit: labels must be a CUDA tensor, got device ", labels.device());
+  TORCH_CHECK_TYPE(labels.scalar_type() == at::kLong, "tilekit: labels must be int64, got ", labels.scalar_type());
+  TORCH_CHECK_TYPE(is_kernel_float_type(dtype), "tilekit: dtype must be bfloat16, float16 or float32, got ", dtype);
+  const c10::cuda::CUDAGuard device_guard(labels.device());
+  const at::Tensor t = labels.contiguous();
+  const int64_t rows = t.numel();
+  at::Tensor l;
+  if (loss) {
+    check_device(*loss, "loss", labels);
+    TORCH_CHECK(loss->scalar_type() == at::kFloat, "tilekit: loss must be float32, got ", loss->scalar_type());
+    TORCH_CHECK(loss->numel() == rows, "tilekit: loss must have one element per label (", rows, "), got ",
+                loss->numel());
+    l = loss->contiguous();
+  }
+  const at::TensorOptions out_options = labels.options().dtype(dtype);
+  at::Tensor out = loss ? at::empty({}, out_options) : at::empty({0}, out_options);
+  at::Tensor row_gradient = at::empty({}, labels.options().dtype(at::kFloat));
+
+  tk::cross_entropy_reduce_args a;
+  a.loss = loss ? l.data_ptr<float>() : nullptr;
+  a.labels = t.data_ptr<int64_t>();
+  a.rows = rows;
+  a.ignore_index = ignore_index;
+  a.reduction = mean ? tk::cross_entropy_reduction::mean : tk::cross_entropy_reduction::sum;
+  a.out = loss ? out.data_ptr() : nullptr;
+  a.out_type = dtype == at::kBFloat16 ? tilekit::dtype::bf16 : dtype == at::kHalf ? tilekit::dtype::fp16
+                                                                                   : tilekit::dtype::fp32;
+  a.row_gradient = row_gradient.data_ptr<float>();
+  launch("cross_entropy_reduce", [&] { tk::cross_entropy_reduce(a, current_stream()); });
+  return {out, row_gradient};
 }
 
 }  // namespace
@@ -509,6 +568,9 @@ TORCH_LIBRARY(tilekit, m) {
   m.def(
       "cross_entropy_bwd(Tensor logits, Tensor labels, Tensor lse, Tensor? grad_per_row, float grad_scale,"
       " int ignore_index, float label_smoothing, float z_loss) -> Tensor");
+  m.def(
+      "cross_entropy_reduce(Tensor? loss, Tensor labels, int ignore_index, bool mean, ScalarType dtype)"
+      " -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(tilekit, CUDA, m) {
@@ -520,6 +582,7 @@ TORCH_LIBRARY_IMPL(tilekit, CUDA, m) {
   m.impl("softmax_bwd", TORCH_FN(softmax_bwd));
   m.impl("cross_entropy_fwd", TORCH_FN(cross_entropy_fwd));
   m.impl("cross_entropy_bwd", TORCH_FN(cross_entropy_bwd));
+  m.impl("cross_entropy_reduce", TORCH_FN(cross_entropy_reduce));
 }
 
 // `import tilekit._C` only needs a module object: loading the shared library runs the static

@@ -445,6 +445,87 @@ def test_cross_entropy_forward_backward(vocab, reduction):
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_cross_entropy_reduce(dtype):
+    """cross_entropy_reduce against float64 sums, its gradient scale, and the cases PyTorch defines:
+    a mean over no counted rows is NaN with zero gradients, a sum of no rows is 0."""
+    rows = 300001  # several CTAs of the reduction's cluster
+    loss = torch.rand(rows, device=DEVICE) * 12
+    labels = torch.randint(0, 1000, (rows,), device=DEVICE)
+    labels[::4] = IGNORE_INDEX
+    loss[::4] = 0  # what the forward writes for ignored rows
+    count = int((labels != IGNORE_INDEX).sum())
+    total = loss.double().sum()
+    for mean in (False, True):
+        out, row_gradient = ops.cross_entropy_reduce(loss, labels, IGNORE_INDEX, mean, dtype)
+        assert out.shape == () and out.dtype == dtype and row_gradient.dtype == torch.float32
+        want = total / count if mean else total
+        assert_close(out, want, dtype, "reduced loss")
+        assert float(row_gradient) == (float(torch.tensor(1.0 / count, dtype=torch.float32)) if mean else 1.0)
+        again, _ = ops.cross_entropy_reduce(loss, labels, IGNORE_INDEX, mean, dtype)
+        assert torch.equal(again, out), "two runs differ"
+    _, inverse_count = ops.cross_entropy_reduce(None, labels, IGNORE_INDEX, True, dtype)
+    assert float(inverse_count) == float(torch.tensor(1.0 / count, dtype=torch.float32))
+
+    # Every row ignored: NaN like F.cross_entropy, and zero gradients (also like PyTorch).
+    logits = rand((5, 100), dtype, requires_grad=True)
+    ignored = torch.full((5,), IGNORE_INDEX, device=DEVICE)
+    got = tilekit.cross_entropy(logits, ignored)
+    assert torch.isnan(got) and torch.isnan(F.cross_entropy(logits.detach().double(), ignored))
+    got.backward()
+    assert torch.count_nonzero(logits.grad) == 0
+    empty_sum = tilekit.cross_entropy(rand((0, 100), dtype), torch.zeros(0, dtype=torch.long, device=DEVICE),
+                                      reduction="sum")
+    assert float(empty_sum) == 0.0
+
+
+def test_cross_entropy_mean_launches():
+    """reduction='mean' through autograd: the forward is the row kernel and one reduction launch,
+    the backward a scale and the backward kernel (no per-row vector, no torch reductions)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    logits = rand((64, 4097), torch.bfloat16, requires_grad=True)
+    labels = make_labels(64, 4097)
+    tilekit.cross_entropy(logits, labels).backward()  # warm-up (caching allocator, lazy loads)
+    torch.cuda.synchronize()
+
+    def kernels_of(fn):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+    forward_kernels = kernels_of(lambda: tilekit.cross_entropy(logits, labels))
+    assert len(forward_kernels) == 2, forward_kernels
+    loss = tilekit.cross_entropy(logits, labels)
+    logits.grad = None  # no accumulation kernel into the warm-up's gradient
+    # backward(): the ones of the upstream gradient, grad * (1 / count) and the backward kernel;
+    # no reduction over the rows, no zeros for the gradient scale's (unused) gradient.
+    backward_kernels = kernels_of(lambda: loss.backward())
+    assert len(backward_kernels) == 3, backward_kernels
+    assert sum("tilekit" in name for name in backward_kernels) == 1, backward_kernels
+    assert not any("reduce_kernel" in name for name in backward_kernels), backward_kernels
+
+
+def test_cross_entropy_strided_upstream_gradients():
+    """grad_per_row as an expanded scalar (stride 0) or a strided view (stride 2) reaches the kernels
+    without a copy and gives the gradients of the same values made contiguous."""
+    x = rand((9, 1000), torch.bfloat16)
+    labels = make_labels(9, 1000)
+    _, lse, _ = ops.cross_entropy_fwd(x, labels, IGNORE_INDEX, 0.1, 0.0, False, None, 1.0)
+    scalar = torch.rand((), device=DEVICE) + 0.5
+    every_other = torch.rand(18, device=DEVICE)[::2]
+    for g in (scalar.expand(9), every_other):
+        for fused in (False, True):
+            if fused:
+                got = ops.cross_entropy_fwd(x, labels, IGNORE_INDEX, 0.1, 0.0, True, g, 0.5)[2]
+                want = ops.cross_entropy_fwd(x, labels, IGNORE_INDEX, 0.1, 0.0, True, g.contiguous(), 0.5)[2]
+            else:
+                got = ops.cross_entropy_bwd(x, labels, lse, g, 0.5, IGNORE_INDEX, 0.1, 0.0)
+                want = ops.cross_entropy_bwd(x, labels, lse, g.contiguous(), 0.5, IGNORE_INDEX, 0.1, 0.0)
+            assert torch.equal(got, want)
+
+
 # ------------------------------------------------------------------------------------------
 # torch.compile, fake implementations, CUDA graphs, errors
 # ------------------------------------------------------------------------------------------
@@ -522,6 +603,8 @@ def _opcheck_cases():
         "softmax_bwd": (ops.softmax_bwd.default, (dy, x)),
         "cross_entropy_fwd": (ops.cross_entropy_fwd.default, (x, labels, IGNORE_INDEX, 0.1, 1e-3, True, grad_rows, 0.5)),
         "cross_entropy_bwd": (ops.cross_entropy_bwd.default, (x, labels, lse, None, 2.0, IGNORE_INDEX, 0.0, 0.0)),
+        "cross_entropy_reduce": (ops.cross_entropy_reduce.default, (lse, labels, IGNORE_INDEX, True, torch.bfloat16)),
+        "cross_entropy_reduce_count": (ops.cross_entropy_reduce.default, (None, labels, IGNORE_INDEX, True, x.dtype)),
     }
 
 
@@ -534,6 +617,8 @@ OPERATORS = [
     "softmax_bwd",
     "cross_entropy_fwd",
     "cross_entropy_bwd",
+    "cross_entropy_reduce",
+    "cross_entropy_reduce_count",
 ]
 
 

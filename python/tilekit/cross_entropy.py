@@ -7,6 +7,7 @@ int64 labels of the logits' leading shape:
                     compute_dlogits, grad_per_row?, grad_scale)       -> (loss, lse, dlogits)
   cross_entropy_bwd(logits, labels, lse, grad_per_row?, grad_scale,
                     ignore_index, label_smoothing, z_loss)            -> dlogits
+  cross_entropy_reduce(loss?, labels, ignore_index, mean, dtype)      -> (out, row_gradient)
 
 Per row, with eps = label_smoothing and z = z_loss:
   loss = (1 - eps) (lse - logit[label]) + eps (lse - mean(logits)) + z lse^2, 0 for ignored rows.
@@ -15,6 +16,12 @@ sum_r g_r loss_r with g_r = grad_scale * (grad_per_row[r] if given else 1); the 
 it only when compute_dlogits (else an empty [0] placeholder), from the same single read of the
 logits. Labels outside [0, vocab) that are not ignore_index give NaN (checking them on the host
 would need a device synchronization).
+
+cross_entropy_reduce folds the per-row losses into reduction='sum' or 'mean' (over the
+non-ignored rows) in one launch: out is a 0-d tensor of `dtype`, row_gradient the 0-d float32
+d out / d loss[r] (1, or 1 / count), which reaches the kernels as grad_per_row expanded to the
+rows (stride 0, never materialized). Without loss it computes row_gradient alone (a mean's
+scale, needed before a fused forward).
 """
 
 from __future__ import annotations
@@ -53,14 +60,12 @@ def _rows_layout(input: torch.Tensor, target: torch.Tensor, reduction: str, fn: 
 def _reduce(loss: torch.Tensor, labels: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str,
             dtype: torch.dtype) -> torch.Tensor:
     """PyTorch's reductions of the per-row float32 losses; 'mean' divides by the number of
-    non-ignored rows (NaN when there is none, as in PyTorch). The result has the input's dtype."""
+    non-ignored rows (NaN when there is none, as in PyTorch). The result has the input's dtype.
+    'sum' and 'mean' are one launch (cross_entropy_reduce), differentiable in loss."""
     if reduction == "none":
-        out = loss.reshape(target.shape)
-    elif reduction == "sum":
-        out = loss.sum()
-    else:
-        out = loss.sum() / (labels != ignore_index).sum()
-    return out.to(dtype)
+        return loss.reshape(target.shape).to(dtype)
+    out, _ = _library.ops().cross_entropy_reduce(loss, labels, int(ignore_index), reduction == "mean", dtype)
+    return out
 
 
 def cross_entropy(
@@ -102,9 +107,11 @@ def cross_entropy_forward_backward(
     """
     logits, labels = _rows_layout(input, target, reduction, "cross_entropy_forward_backward")
     rows = labels.numel()
-    grad_per_row = None
-    if reduction == "mean":
-        grad_per_row = (1.0 / (labels != ignore_index).sum()).float().expand(rows)
+    # The rows' upstream gradient: a scalar expanded to the rows (stride 0) unless it is per row.
+    scale = None
+    if reduction == "mean":  # 1 / (non-ignored rows), on the device, before the forward needs it
+        _, scale = _library.ops().cross_entropy_reduce(None, labels, int(ignore_index), True, input.dtype)
+    grad_per_row = scale.expand(rows) if scale is not None else None
     if grad_output is not None:
         g = grad_output.detach().float()
         if reduction == "none":
@@ -118,7 +125,7 @@ def cross_entropy_forward_backward(
             if g.numel() != 1:
                 raise ValueError("tilekit.cross_entropy_forward_backward: grad_output of a reduced loss is a scalar")
             g = g.reshape(())
-            grad_per_row = g * grad_per_row if grad_per_row is not None else g.expand(rows)
+            grad_per_row = (g * scale if scale is not None else g).expand(rows)
     loss, _, dlogits = _library.ops().cross_entropy_fwd(
         logits, labels, int(ignore_index), float(label_smoothing), float(z_loss), True, grad_per_row, 1.0
     )
@@ -142,6 +149,30 @@ def _cross_entropy_fwd_fake(logits, labels, ignore_index, label_smoothing, z_los
 
 def _cross_entropy_bwd_fake(logits, labels, lse, grad_per_row, grad_scale, ignore_index, label_smoothing, z_loss):
     return logits.new_empty(logits.shape)
+
+
+def _cross_entropy_reduce_fake(loss, labels, ignore_index, mean, dtype):
+    out = labels.new_empty(() if loss is not None else (0,), dtype=dtype)
+    return out, labels.new_empty((), dtype=torch.float32)
+
+
+def _cross_entropy_reduce_setup_context(ctx, inputs, output):
+    loss, _labels, _ignore_index, _mean, _dtype = inputs
+    _out, row_gradient = output
+    ctx.loss_shape = loss.shape if loss is not None else None
+    ctx.set_materialize_grads(False)  # no zeros for row_gradient's (never used) gradient
+    ctx.mark_non_differentiable(row_gradient)
+    ctx.save_for_backward(row_gradient)
+
+
+def _cross_entropy_reduce_backward(ctx, grad_out, _grad_row_gradient):
+    (row_gradient,) = ctx.saved_tensors
+    grad_loss = None
+    if grad_out is not None and ctx.needs_input_grad[0]:
+        # One float32 scalar (grad * 1 / count), broadcast to the rows as a stride-0 view: the
+        # backward kernel reads it for every row, nothing of size rows is written.
+        grad_loss = (grad_out * row_gradient).expand(ctx.loss_shape)
+    return grad_loss, None, None, None, None
 
 
 def _cross_entropy_setup_context(ctx, inputs, output):
@@ -170,6 +201,11 @@ def _cross_entropy_backward(ctx, grad_loss, _grad_lse, _grad_dlogits):
 def _register():
     torch.library.register_fake("tilekit::cross_entropy_fwd")(_cross_entropy_fwd_fake)
     torch.library.register_fake("tilekit::cross_entropy_bwd")(_cross_entropy_bwd_fake)
+    torch.library.register_fake("tilekit::cross_entropy_reduce")(_cross_entropy_reduce_fake)
+    torch.library.register_autograd(
+        "tilekit::cross_entropy_reduce", _cross_entropy_reduce_backward,
+        setup_context=_cross_entropy_reduce_setup_context
+    )
     torch.library.register_autograd(
         "tilekit::cross_entropy_fwd", _cross_entropy_backward, setup_context=_cross_entropy_setup_context
     )
