@@ -147,9 +147,8 @@ void validate(const cross_entropy_reduce_args& a) {
     TILEKIT_CHECK_ARG(a.loss == nullptr, "loss: given without out (the sum would be written nowhere)");
   }
   if (a.row_gradient) detail::check_pointer(a.row_gradient, "row_gradient", sizeof(float));
-  if (a.reduction == cross_entropy_reduction::mean && a.rows > 0)
-    detail::check_pointer(a.labels, "labels", sizeof(int64_t));
-  else if (a.labels)
+  // A mean counts the labels (when there are rows); a sum may still be given them.
+  if (a.labels != nullptr || (a.reduction == cross_entropy_reduction::mean && a.rows > 0))
     detail::check_pointer(a.labels, "labels", sizeof(int64_t));
 }
 
