@@ -99,11 +99,16 @@ at::Tensor column_vector(const at::Tensor& t, const char* name, int64_t cols, co
   return t.contiguous();
 }
 
-// A per-row fp32 vector (statistics, upstream gradients): `rows` elements, contiguous after the call.
-at::Tensor row_vector(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& x) {
+// A per-row fp32 vector (statistics, upstream gradients): `rows` float32 elements on x's device.
+void check_row_vector(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& x) {
   check_device(t, name, x);
   TORCH_CHECK(t.scalar_type() == at::kFloat, "tilekit: ", name, " must be float32, got ", t.scalar_type());
   TORCH_CHECK(t.numel() == rows, "tilekit: ", name, " must have ", rows, " elements (one per row), got ", t.numel());
+}
+
+// check_row_vector, contiguous after the call.
+at::Tensor row_vector(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& x) {
+  check_row_vector(t, name, rows, x);
   return t.contiguous();
 }
 
@@ -117,9 +122,7 @@ struct row_gradients {
 };
 
 row_gradients upstream_gradients(const at::Tensor& t, const char* name, int64_t rows, const at::Tensor& x) {
-  check_device(t, name, x);
-  TORCH_CHECK(t.scalar_type() == at::kFloat, "tilekit: ", name, " must be float32, got ", t.scalar_type());
-  TORCH_CHECK(t.numel() == rows, "tilekit: ", name, " must have ", rows, " elements (one per row), got ", t.numel());
+  check_row_vector(t, name, rows, x);
   at::Tensor flat = t.reshape({rows});  // a view where one exists (an expanded scalar has stride 0)
   if (rows > 1) return {flat, flat.stride(0)};
   return {flat.contiguous(), 1};
@@ -520,13 +523,7 @@ tensor_pair cross_entropy_reduce(const std::optional<at::Tensor>& loss, const at
   const at::Tensor t = labels.contiguous();
   const int64_t rows = t.numel();
   at::Tensor l;
-  if (loss) {
-    check_device(*loss, "loss", labels);
-    TORCH_CHECK(loss->scalar_type() == at::kFloat, "tilekit: loss must be float32, got ", loss->scalar_type());
-    TORCH_CHECK(loss->numel() == rows, "tilekit: loss must have one element per label (", rows, "), got ",
-                loss->numel());
-    l = loss->contiguous();
-  }
+  if (loss) l = row_vector(*loss, "loss", rows, labels);
   const at::TensorOptions out_options = labels.options().dtype(dtype);
   at::Tensor out = loss ? at::empty({}, out_options) : at::empty({0}, out_options);
   at::Tensor row_gradient = at::empty({}, labels.options().dtype(at::kFloat));
@@ -538,8 +535,7 @@ tensor_pair cross_entropy_reduce(const std::optional<at::Tensor>& loss, const at
   a.ignore_index = ignore_index;
   a.reduction = mean ? tk::cross_entropy_reduction::mean : tk::cross_entropy_reduction::sum;
   a.out = loss ? out.data_ptr() : nullptr;
-  a.out_type = dtype == at::kBFloat16 ? tilekit::dtype::bf16 : dtype == at::kHalf ? tilekit::dtype::fp16
-                                                                                   : tilekit::dtype::fp32;
+  a.out_type = kernel_dtype(out, "dtype");
   a.row_gradient = row_gradient.data_ptr<float>();
   launch("cross_entropy_reduce", [&] { tk::cross_entropy_reduce(a, current_stream()); });
   return {out, row_gradient};
