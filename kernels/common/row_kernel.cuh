@@ -1080,25 +1080,10 @@ bool can_stream(const typename Op::params& p) {
   return true;
 }
 
-// A launch configuration of a row kernel with S's block and, for clusters, the cluster
-// dimension (`attribute` must outlive the configuration).
+// A launch configuration of a row kernel: S's block, in clusters of S's CTAs per row.
 template <class S>
-cudaLaunchConfig_t row_launch_config(int64_t workers, size_t shared, cudaStream_t stream, cudaLaunchAttribute& attribute) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(workers * S::cluster_ctas));
-  config.blockDim = dim3(unsigned(S::cta_threads));
-  config.dynamicSmemBytes = shared;
-  config.stream = stream;
-  attribute = {};
-  if constexpr (S::cluster_ctas > 1) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = unsigned(S::cluster_ctas);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  return config;
+cluster::launch_config row_launch_config(int64_t workers, size_t shared, cudaStream_t stream) {
+  return {unsigned(workers * S::cluster_ctas), unsigned(S::cta_threads), unsigned(S::cluster_ctas), shared, stream};
 }
 
 // Dynamic shared memory of a launch.
@@ -1125,7 +1110,7 @@ int64_t resident_workers() {
   constexpr size_t shared = row_kernel_shared_bytes<Op, I, Staged>();
   // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
   auto set_attributes = [&](auto k) {
-    if (S::cluster_ctas > 8) TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    if (S::cluster_ctas > 8) cluster::allow_wide(k);
     TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   };
   set_attributes(kernel);
@@ -1134,10 +1119,9 @@ int64_t resident_workers() {
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
   int64_t workers = 0;
   if constexpr (S::cluster_ctas > 1) {
-    cudaLaunchAttribute attribute;
-    const cudaLaunchConfig_t config = row_launch_config<S>(1, shared, nullptr, attribute);
+    cluster::launch_config config = row_launch_config<S>(1, shared, nullptr);
     int clusters = 0;
-    TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+    TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, config.get()));
     workers = std::min<int64_t>(clusters, sm_count / S::cluster_ctas);
   } else {
     int per_sm = 0;
@@ -1274,9 +1258,8 @@ void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, 
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     auto launch = [&](auto kernel, size_t shared, int slot) {
-      cudaLaunchAttribute attribute;
-      const cudaLaunchConfig_t config = row_launch_config<S>(plan.workers, shared, stream, attribute);
-      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, slot));
+      cluster::launch_config config = row_launch_config<S>(plan.workers, shared, stream);
+      TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(config.get(), kernel, p, slot));
     };
     constexpr size_t staged_shared = row_kernel_shared_bytes<Op, I, true>();
     // plan.order is the class's own order or fixed (plan_rows, row_setting_order), so a claimed

@@ -123,8 +123,7 @@ void allow_wide_clusters() {
   TILEKIT_CHECK_CUDA(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
   if (devices.count(device)) return;
-  TILEKIT_CHECK_CUDA(
-      cudaFuncSetAttribute(reduce_losses_kernel<Out>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cluster::allow_wide(reduce_losses_kernel<Out>);
   devices.insert(device);
 }
 
@@ -163,20 +162,10 @@ void cross_entropy_reduce(const cross_entropy_reduce_args& a, cudaStream_t strea
                                      a.out,
                                      a.row_gradient};
   const int ctas = detail::reduce_ctas(a.rows);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(unsigned(detail::reduce_threads));
-  config.stream = stream;
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = unsigned(ctas);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  cluster::launch_config config{unsigned(ctas), unsigned(detail::reduce_threads), unsigned(ctas), 0, stream};
   auto launch = [&]<class Out>() {
     if (ctas > 8) detail::allow_wide_clusters<Out>();
-    TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, detail::reduce_losses_kernel<Out>, params));
+    TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(config.get(), detail::reduce_losses_kernel<Out>, params));
   };
   switch (a.out ? a.out_type : dtype::fp32) {
     case dtype::bf16: launch.template operator()<bf16>(); break;

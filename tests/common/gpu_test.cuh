@@ -23,6 +23,7 @@
 
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/error.cuh"
+#include "tilekit/ops/sync/cluster.cuh"
 
 namespace tilekit::testing {
 
@@ -39,19 +40,9 @@ bool small_problems();
 // along x (default stream, no dynamic shared memory).
 template <class... Params, class... Args>
 void launch_clusters(void (*kernel)(Params...), int ctas, int threads, int cluster_size, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(ctas));
-  config.blockDim = dim3(unsigned(threads));
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(cluster_size);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  if (cluster_size > 8)  // above the portable 8: an opt-in per kernel (HOPPER_NOTES 7.1)
-    TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, args...));
+  tilekit::cluster::launch_config launch{unsigned(ctas), unsigned(threads), unsigned(cluster_size)};
+  if (cluster_size > 8) tilekit::cluster::allow_wide(kernel);
+  TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(launch.get(), kernel, args...));
 }
 
 class GpuTest : public ::testing::Test {

@@ -32,9 +32,13 @@
 // stores, remote arrives, multicast). End cluster kernels with cluster::sync() or an
 // equivalent drain (HOPPER_NOTES 7.4).
 
+#include <cuda_runtime.h>
+
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "tilekit/core/error.cuh"
 #include "tilekit/core/util.cuh"
 
 #if defined(__CUDACC__)
@@ -186,6 +190,47 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_remote_async(uint32_t remote_address, c
         "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]), "r"(remote_mbarrier_address)
         : "memory");
   }
+}
+
+// Host side: clusters launched at run time ----------------------------------------------------
+// The configuration of a launch of `ctas` CTAs of `threads` threads in clusters of
+// `cluster_ctas` CTAs along x (1: no cluster attribute, an ordinary launch), for
+// cudaLaunchKernelEx and cudaOccupancyMaxActiveClusters:
+//   cluster::launch_config launch{ctas, 512, 4, shared_bytes, stream};
+//   TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(launch.get(), kernel, args...));
+// Clusters above 8 CTAs also need allow_wide(kernel) first, once per kernel and device.
+class launch_config {
+ public:
+  launch_config(unsigned ctas, unsigned threads, unsigned cluster_ctas, size_t shared_bytes = 0,
+                cudaStream_t stream = nullptr) {
+    config_.gridDim = dim3(ctas);
+    config_.blockDim = dim3(threads);
+    config_.dynamicSmemBytes = shared_bytes;
+    config_.stream = stream;
+    if (cluster_ctas > 1) {
+      attribute_.id = cudaLaunchAttributeClusterDimension;
+      attribute_.val.clusterDim.x = cluster_ctas;
+      attribute_.val.clusterDim.y = 1;
+      attribute_.val.clusterDim.z = 1;
+      config_.numAttrs = 1;
+    }
+  }
+  // The configuration; its attribute lives in this object, which must outlive the launch.
+  const cudaLaunchConfig_t* get() {
+    config_.attrs = config_.numAttrs > 0 ? &attribute_ : nullptr;
+    return &config_;
+  }
+
+ private:
+  cudaLaunchConfig_t config_{};
+  cudaLaunchAttribute attribute_{};
+};
+
+// Allow `kernel` clusters of more than the portable 8 CTAs (up to 16 on the H100 / H200;
+// HOPPER_NOTES 7.1). A per-kernel attribute of the current device.
+template <class... Params>
+void allow_wide(void (*kernel)(Params...)) {
+  TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 }
 
 }  // namespace tilekit::cluster
