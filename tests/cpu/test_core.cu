@@ -7,6 +7,7 @@
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/error.cuh"
 #include "tilekit/core/math.cuh"
+#include "tilekit/ops/sync/cluster.cuh"
 #include "tilekit/tiles/gl.cuh"
 
 using namespace tilekit;
@@ -148,4 +149,40 @@ TEST(Math, Constants) {
   EXPECT_EQ(round_up(1000, 16), 1008);
   EXPECT_TRUE(is_pow2(64));
   EXPECT_FALSE(is_pow2(96));
+}
+
+// cluster::launch_config (host side, no launch): the grid, block, shared memory and stream as
+// given; a cluster dimension along x only for clusters of 2 or more CTAs; and the attribute a
+// configuration points at is its own, also after a copy (get() re-points it).
+TEST(ClusterLaunch, ConfigurationOfClustersAndOfPlainLaunches) {
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x1234);
+  tilekit::cluster::launch_config clustered{64, 512, 16, 4096, stream};
+  const cudaLaunchConfig_t* c = clustered.get();
+  EXPECT_EQ(c->gridDim.x, 64u);
+  EXPECT_EQ(c->gridDim.y, 1u);
+  EXPECT_EQ(c->blockDim.x, 512u);
+  EXPECT_EQ(c->dynamicSmemBytes, 4096u);
+  EXPECT_EQ(c->stream, stream);
+  ASSERT_EQ(c->numAttrs, 1u);
+  ASSERT_NE(c->attrs, nullptr);
+  EXPECT_EQ(c->attrs[0].id, cudaLaunchAttributeClusterDimension);
+  EXPECT_EQ(c->attrs[0].val.clusterDim.x, 16u);
+  EXPECT_EQ(c->attrs[0].val.clusterDim.y, 1u);
+  EXPECT_EQ(c->attrs[0].val.clusterDim.z, 1u);
+
+  const tilekit::cluster::launch_config original{8, 128, 4};
+  tilekit::cluster::launch_config copy = original;
+  const cudaLaunchConfig_t* k = copy.get();
+  ASSERT_EQ(k->numAttrs, 1u);
+  EXPECT_EQ(k->attrs[0].val.clusterDim.x, 4u);
+  EXPECT_GE(reinterpret_cast<const char*>(k->attrs), reinterpret_cast<const char*>(&copy));
+  EXPECT_LT(reinterpret_cast<const char*>(k->attrs), reinterpret_cast<const char*>(&copy) + sizeof(copy));
+
+  tilekit::cluster::launch_config plain{100, 256, 1};
+  const cudaLaunchConfig_t* q = plain.get();
+  EXPECT_EQ(q->gridDim.x, 100u);
+  EXPECT_EQ(q->numAttrs, 0u);
+  EXPECT_EQ(q->attrs, nullptr);
+  EXPECT_EQ(q->dynamicSmemBytes, 0u);
+  EXPECT_EQ(q->stream, nullptr);
 }
