@@ -56,15 +56,15 @@ bool is_kernel_float_type(at::ScalarType type) {
   return type == at::kBFloat16 || type == at::kHalf || type == at::kFloat;
 }
 
-tilekit::dtype kernel_dtype(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_TYPE(is_kernel_float_type(t.scalar_type()), "tilekit: ", name,
-                   " must be bfloat16, float16 or float32, got ", t.scalar_type());
-  switch (t.scalar_type()) {
+tilekit::dtype kernel_dtype(at::ScalarType type, const char* name) {
+  TORCH_CHECK_TYPE(is_kernel_float_type(type), "tilekit: ", name, " must be bfloat16, float16 or float32, got ", type);
+  switch (type) {
     case at::kBFloat16: return tilekit::dtype::bf16;
     case at::kHalf: return tilekit::dtype::fp16;
     default: return tilekit::dtype::fp32;
   }
 }
+tilekit::dtype kernel_dtype(const at::Tensor& t, const char* name) { return kernel_dtype(t.scalar_type(), name); }
 
 // `t` lives on the CUDA device of `reference` (the operator's main input).
 void check_device(const at::Tensor& t, const char* name, const at::Tensor& reference) {
@@ -426,9 +426,14 @@ at::Tensor softmax_bwd(const at::Tensor& dy, const at::Tensor& y) {
 // ---------------------------------------------------------------------------------------------
 
 // Labels: int64 with the logits' leading shape, contiguous after the call.
-at::Tensor check_labels(const at::Tensor& labels, const at::Tensor& logits) {
-  check_device(labels, "labels", logits);
+// Class labels on `reference`'s device: int64 (their shape is the caller's to check).
+void check_label_tensor(const at::Tensor& labels, const at::Tensor& reference) {
+  check_device(labels, "labels", reference);
   TORCH_CHECK_TYPE(labels.scalar_type() == at::kLong, "tilekit: labels must be int64, got ", labels.scalar_type());
+}
+
+at::Tensor check_labels(const at::Tensor& labels, const at::Tensor& logits) {
+  check_label_tensor(labels, logits);
   const auto leading = logits.sizes().slice(0, logits.dim() - 1);
   TORCH_CHECK(labels.sizes() == leading, "tilekit: labels must have the logits' leading shape ", leading, ", got ",
               labels.sizes());
@@ -516,9 +521,8 @@ at::Tensor cross_entropy_bwd(const at::Tensor& logits, const at::Tensor& labels,
 // is an empty [0] placeholder.
 tensor_pair cross_entropy_reduce(const std::optional<at::Tensor>& loss, const at::Tensor& labels, int64_t ignore_index,
                                  bool mean, at::ScalarType dtype) {
-  TORCH_CHECK(labels.is_cuda(), "tilekit: labels must be a CUDA tensor, got device ", labels.device());
-  TORCH_CHECK_TYPE(labels.scalar_type() == at::kLong, "tilekit: labels must be int64, got ", labels.scalar_type());
-  TORCH_CHECK_TYPE(is_kernel_float_type(dtype), "tilekit: dtype must be bfloat16, float16 or float32, got ", dtype);
+  check_label_tensor(labels, labels);  // (the labels are this operator's main input)
+  const tilekit::dtype out_type = kernel_dtype(dtype, "dtype");
   const c10::cuda::CUDAGuard device_guard(labels.device());
   const at::Tensor t = labels.contiguous();
   const int64_t rows = t.numel();
@@ -535,7 +539,7 @@ tensor_pair cross_entropy_reduce(const std::optional<at::Tensor>& loss, const at
   a.ignore_index = ignore_index;
   a.reduction = mean ? tk::cross_entropy_reduction::mean : tk::cross_entropy_reduction::sum;
   a.out = loss ? out.data_ptr() : nullptr;
-  a.out_type = kernel_dtype(out, "dtype");
+  a.out_type = out_type;
   a.row_gradient = row_gradient.data_ptr<float>();
   launch("cross_entropy_reduce", [&] { tk::cross_entropy_reduce(a, current_stream()); });
   return {out, row_gradient};

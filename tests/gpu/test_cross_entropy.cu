@@ -206,6 +206,29 @@ void expect_gradient_close(const problem<T>& p, const std::vector<T>& dlogits_st
   }
 }
 
+// The backward of forward `f`'s problem, writing `dlogits`: the same logits, labels, lse, shape,
+// type, options, dlogits row stride and upstream gradient (the forward reads the last two only
+// with its own dlogits).
+tk::cross_entropy_backward_args backward_args_of(const tk::cross_entropy_forward_args& f, void* dlogits) {
+  tk::cross_entropy_backward_args b;
+  b.dlogits = dlogits;
+  b.logits = f.logits;
+  b.labels = f.labels;
+  b.lse = f.lse;
+  b.grad_per_row = f.grad_per_row;
+  b.grad_per_row_stride = f.grad_per_row_stride;
+  b.grad_scale = f.grad_scale;
+  b.rows = f.rows;
+  b.vocab = f.vocab;
+  b.logits_row_stride = f.logits_row_stride;
+  b.dlogits_row_stride = f.dlogits_row_stride;
+  b.type = f.type;
+  b.ignore_index = f.ignore_index;
+  b.label_smoothing = f.label_smoothing;
+  b.z_loss_weight = f.z_loss_weight;
+  return b;
+}
+
 // Runs the forward (fused gradient when `fused`), then the backward from the forward's lse,
 // and compares everything with the reference.
 template <class T>
@@ -234,30 +257,12 @@ void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fuse
   forward.ignore_index = o.ignore_index;
   forward.label_smoothing = o.label_smoothing;
   forward.z_loss_weight = o.z_loss_weight;
-  if (fused) {
-    forward.dlogits = dlogits_fused.get();
-    forward.dlogits_row_stride = p.stride;
-    forward.grad_per_row = per_row_gradient ? grad_per_row.get() : nullptr;
-    forward.grad_scale = grad_scale;
-  }
+  forward.dlogits_row_stride = p.stride;
+  forward.grad_per_row = per_row_gradient ? grad_per_row.get() : nullptr;
+  forward.grad_scale = grad_scale;
+  if (fused) forward.dlogits = dlogits_fused.get();
   tk::cross_entropy_forward(forward, nullptr);
-
-  tk::cross_entropy_backward_args backward;
-  backward.dlogits = dlogits.get();
-  backward.logits = logits.get();
-  backward.labels = labels.get();
-  backward.lse = lse.get();
-  backward.grad_per_row = per_row_gradient ? grad_per_row.get() : nullptr;
-  backward.grad_scale = grad_scale;
-  backward.rows = rows;
-  backward.vocab = vocab;
-  backward.logits_row_stride = p.stride;
-  backward.dlogits_row_stride = p.stride;
-  backward.type = dtype_traits<T>::tag;
-  backward.ignore_index = o.ignore_index;
-  backward.label_smoothing = o.label_smoothing;
-  backward.z_loss_weight = o.z_loss_weight;
-  tk::cross_entropy_backward(backward, nullptr);
+  tk::cross_entropy_backward(backward_args_of(forward, dlogits.get()), nullptr);
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
 
   {
@@ -636,25 +641,13 @@ TEST_F(CrossEntropy, UpstreamGradientStrides) {
     forward.dlogits_row_stride = vocab;
     forward.label_smoothing = 0.1f;
     forward.grad_scale = 0.5f;
-    tk::cross_entropy_backward_args backward;
-    backward.logits = logits.get();
-    backward.labels = labels.get();
-    backward.lse = lse.get();
-    backward.rows = rows;
-    backward.vocab = vocab;
-    backward.logits_row_stride = vocab;
-    backward.dlogits_row_stride = vocab;
-    backward.label_smoothing = 0.1f;
-    backward.grad_scale = 0.5f;
     for (const bool use_stride : {false, true}) {
       forward.dlogits = use_stride ? fused_strided.get() : fused_dense.get();
       forward.grad_per_row = use_stride ? strided_gradient.get() : dense_gradient.get();
       forward.grad_per_row_stride = use_stride ? stride : 1;
       tk::cross_entropy_forward(forward, nullptr);
-      backward.dlogits = use_stride ? backward_strided.get() : backward_dense.get();
-      backward.grad_per_row = forward.grad_per_row;
-      backward.grad_per_row_stride = forward.grad_per_row_stride;
-      tk::cross_entropy_backward(backward, nullptr);
+      tk::cross_entropy_backward(backward_args_of(forward, use_stride ? backward_strided.get() : backward_dense.get()),
+                                 nullptr);
     }
     TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<bf16> a = fused_dense.download(), b = fused_strided.download();
