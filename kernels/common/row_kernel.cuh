@@ -39,7 +39,8 @@
 // instead (the 16-bit tables below) halves its cluster and may gain SMs as well. (A row's CTAs
 // as any CTAs of a cooperative launch, exchanging through L2 instead, ran the LayerNorm forward
 // at 0.86-0.98x of its clusters at 64K-256K, and 0.87-0.91x even with no wait at all:
-// docs/performance.md, "Spread rows".) Rows <= 256
+// docs/performance.md, "Spread rows". Such groups only on the SMs the clusters leave, beside
+// the clusters, gained at 256K alone and only below a sharp limit: "Hybrid rows".) Rows <= 256
 // columns use 8 columns per thread and 4 rows per warp, so that a stage still holds 64 rows.
 // Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps in shared memory),
 // at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16 inputs. Three stages
