@@ -425,13 +425,13 @@ at::Tensor softmax_bwd(const at::Tensor& dy, const at::Tensor& y) {
 // Cross-entropy (logits [.., vocab], int64 labels [..])
 // ---------------------------------------------------------------------------------------------
 
-// Labels: int64 with the logits' leading shape, contiguous after the call.
 // Class labels on `reference`'s device: int64 (their shape is the caller's to check).
 void check_label_tensor(const at::Tensor& labels, const at::Tensor& reference) {
   check_device(labels, "labels", reference);
   TORCH_CHECK_TYPE(labels.scalar_type() == at::kLong, "tilekit: labels must be int64, got ", labels.scalar_type());
 }
 
+// Labels: int64 with the logits' leading shape, contiguous after the call.
 at::Tensor check_labels(const at::Tensor& labels, const at::Tensor& logits) {
   check_label_tensor(labels, logits);
   const auto leading = logits.sizes().slice(0, logits.dim() - 1);
