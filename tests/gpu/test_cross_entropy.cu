@@ -389,6 +389,22 @@ TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   check<bf16>(7, 12345, 5, o, /*fused=*/true);
 }
 
+// With dlogits, 16-bit rows of more than 32K columns are packed pairs over clusters of 32768
+// columns per CTA: 65536 columns over 2 CTAs, 65543 over 4 (the third holds 7 columns, the
+// fourth none), 131073 over 8 (the fifth holds one), 262144 over 8. Labels in the first and in
+// the last column of the CTAs' chunks, so in every CTA of the cluster, and enough rows that
+// every worker (66 clusters of 2, 30 of 4, 15 of 8 on the H200) takes ten items or more.
+TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
+  for (int64_t step : {int64_t(32768), int64_t(32767)}) {
+    const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_step = step};
+    check<bf16>(700, 65536, 0, o, /*fused=*/true);
+    check<bf16>(300, 65543, 0, o, /*fused=*/true);
+    check<bf16>(150, 131073, 0, o, /*fused=*/true);
+    check<bf16>(150, 262144, 0, o, /*fused=*/true);
+  }
+  check<fp16>(300, 65543, 0, {}, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
+}
+
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
   const options o{.label_smoothing = 0.05f};
   check<fp16>(13, 1000, 0, o, true);
