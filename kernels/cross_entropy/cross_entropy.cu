@@ -145,14 +145,44 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   return l;
 }
 
-// dlogit of a column from its logit once lse is known (the backward's formula, also used by the
-// forward's packed path so that both write the same bits):
-//   g * (p (1 + 2 z lse) - eps / V),  p = exp(x - lse) = 2^((x - lse) log2 e)
-// with probability_scale = g (1 + 2 z lse) and uniform_target = g eps / V. x - lse first, so
-// that large logits (lse ~ 500) keep the precision a rounded lse * log2(e) would lose.
-TILEKIT_DEVICE TILEKIT_INLINE float dlogit_from_logit(float x, float lse, float probability_scale,
+// p = exp(x - lse) = 2^((x - lse) log2 e) of a column once the row's lse is known: the
+// backward's form, also the forward's packed path, which thus writes the same bits as the
+// backward (test FusedForwardWritesTheBackwardsBits). Two forms of the exponent:
+//   exact:  (x - lse) log2 e, x - lse first (exact for x near lse): FADD + FMUL;
+//   fused:  x log2 e - lse log2 e, one FFMA, lse log2 e rounded once per row. Its exponent is off
+//           by at most half an ulp of lse log2 e, of the order of lse's own fp32 rounding (at most
+//           ~1.4 times it in natural units): p's relative error below 1e-6 at lse < 22, 2.1e-5
+//           at lse ~ 500, far below a 16-bit dlogit's rounding (bf16 2^-9, fp16 2^-12).
+// The fused form for 16-bit dlogits of rows over 32K columns (fused_exponent_from_cols): there it
+// measured +1.5 / +1.7 / +1.8% at 64K / 128K / 256K in the forward with dlogits, but -0.5 to
+// -0.7% at 32K and -0.6 to +0.2% at 4K-16K (H200, 2026-12-04, same-run A/B, bf16, 2 rounds; the
+// backward within +-0.6% everywhere). The forward's and the backward's size classes both end at
+// 32768 columns (static_assert below the ops), so both take the same form for any vocabulary.
+inline constexpr int fused_exponent_from_cols = 32769;
+template <class T, class S>
+inline constexpr bool fused_exponent = is_16bit_float<T> && S::config.max_cols >= fused_exponent_from_cols;
+template <bool Fused>
+struct row_probability {
+  float lse;
+  float lse_log2e;
+  TILEKIT_DEVICE TILEKIT_INLINE explicit row_probability(float row_lse) : lse(row_lse), lse_log2e(row_lse * log2e) {}
+  TILEKIT_DEVICE TILEKIT_INLINE float operator()(float x) const {
+    if constexpr (Fused) return exp2_fast(fmaf(x, log2e, -lse_log2e));
+    else return exp2_fast((x - lse) * log2e);
+  }
+};
+// Whether an op's size classes split at fused_exponent_from_cols (so that a vocabulary's class
+// in the forward and in the backward agree on the form).
+constexpr bool splits_at_fused_exponent(const row_table& t) {
+  return t.configs[t.index(fused_exponent_from_cols - 1)].max_cols == fused_exponent_from_cols - 1;
+}
+
+// dlogit of a column from its logit: g * (p (1 + 2 z lse) - eps / V), with probability_scale =
+// g (1 + 2 z lse) and uniform_target = g eps / V.
+template <bool Fused>
+TILEKIT_DEVICE TILEKIT_INLINE float dlogit_from_logit(float x, const row_probability<Fused>& p, float probability_scale,
                                                       float uniform_target) {
-  return fmaf(exp2_fast((x - lse) * log2e), probability_scale, -uniform_target);
+  return fmaf(p(x), probability_scale, -uniform_target);
 }
 
 // The label's column of a stored dlogits row also has the target's -(1 - eps) g: the thread that
@@ -447,17 +477,17 @@ struct ce_forward_op : row_op_defaults {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * lse);
       const float uniform_target = g * p.smoothing_per_class;
+      const row_probability<fused_exponent<T, S>> probability(lse);
       // One 16-byte group at a time (store_row_from_pairs): the whole row's dlogits as floats
       // next to its pairs spilled at the 128-register cap (136 bytes at 32K), by groups nothing
       // does. H200, 2026-12-01, same-run A/B: 32K / 64K / 128K / 256K 0.771 / 0.783 / 0.713 /
       // 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
       store_row_from_pairs<layout, 1, cache_policy::streaming>(
-          out, pairs, [&](float x) { return dlogit_from_logit(x, lse, probability_scale, uniform_target); }, cols,
+          out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); }, cols,
           at.thread);
       if (label.owned)
-        patch_label_dlogit(out, label, exp2_fast((label_logit - lse) * log2e), probability_scale, uniform_target, g,
-                           smoothing);
+        patch_label_dlogit(out, label, probability(label_logit), probability_scale, uniform_target, g, smoothing);
     } else {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
@@ -544,19 +574,28 @@ struct ce_backward_op : row_op_defaults {
     const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
     const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * r.lse);
     const float uniform_target = g * p.smoothing_per_class;
+    const row_probability<fused_exponent<T, S>> probability(r.lse);
 
     float values[layout::elements];
     load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j)
-      values[j] = dlogit_from_logit(values[j], r.lse, probability_scale, uniform_target);
+      values[j] = dlogit_from_logit(values[j], probability, probability_scale, uniform_target);
     T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
     store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
     if (label.owned)
-      patch_label_dlogit(out, label, exp2_fast((convert<float>(in[0][label.column]) - r.lse) * log2e),
-                         probability_scale, uniform_target, g, p.label_smoothing);
+      patch_label_dlogit(out, label, probability(convert<float>(in[0][label.column])), probability_scale,
+                         uniform_target, g, p.label_smoothing);
   }
 };
+
+// The forward with dlogits and the backward take the same exponent form for a vocabulary (see
+// row_probability): their size classes split where the form changes.
+static_assert(splits_at_fused_exponent(ce_forward_op<bf16, true>::table) &&
+                  splits_at_fused_exponent(ce_forward_op<fp16, true>::table) &&
+                  splits_at_fused_exponent(ce_backward_op<bf16>::table) &&
+                  splits_at_fused_exponent(ce_backward_op<fp16>::table),
+              "cross-entropy: the forward's and the backward's classes must split at fused_exponent_from_cols");
 
 template <class F>
 void dispatch_type(dtype type, F&& f) {

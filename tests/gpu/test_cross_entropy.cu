@@ -229,8 +229,20 @@ tk::cross_entropy_backward_args backward_args_of(const tk::cross_entropy_forward
   return b;
 }
 
+// Where the forward with dlogits holds its rows as packed pairs (bf16 from 1025 columns, fp16
+// from 16385: the tables of ce_forward_op, cross_entropy.cu), it computes every dlogit as the
+// backward does from the same lse (dlogit_from_logit, the same exponent form in both): the very
+// same bits.
+template <class T>
+bool fused_forward_writes_backward_bits(int64_t vocab) {
+  if constexpr (std::is_same_v<T, bf16>) return vocab > 1024;
+  else if constexpr (std::is_same_v<T, fp16>) return vocab > 16384;
+  else return false;
+}
+
 // Runs the forward (fused gradient when `fused`), then the backward from the forward's lse,
-// and compares everything with the reference.
+// and compares everything with the reference (and, where fused_forward_writes_backward_bits,
+// the fused forward's dlogits with the backward's, bit for bit).
 template <class T>
 void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fused, bool per_row_gradient = true,
            float grad_scale = 0.75f) {
@@ -282,7 +294,21 @@ void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fuse
   }
   if (fused) {
     SCOPED_TRACE("fused forward");
-    expect_gradient_close(p, dlogits_fused.download());
+    const std::vector<T> fused_out = dlogits_fused.download();
+    expect_gradient_close(p, fused_out);
+    if (fused_forward_writes_backward_bits<T>(vocab)) {
+      const std::vector<T> backward_out = dlogits.download();
+      int64_t differing_rows = 0, first = -1;
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t at = size_t(r * p.stride);
+        if (std::memcmp(&fused_out[at], &backward_out[at], size_t(vocab) * sizeof(T)) != 0) {
+          if (first < 0) first = r;
+          ++differing_rows;
+        }
+      }
+      EXPECT_EQ(differing_rows, 0) << "rows whose fused dlogits differ from the backward's bits (first: row " << first
+                                   << ")";
+    }
   }
 }
 
@@ -403,6 +429,18 @@ TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
     check<bf16>(150, 262144, 0, o, /*fused=*/true);
   }
   check<fp16>(300, 65543, 0, {}, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
+}
+
+// check() compares the fused forward's dlogits with the backward's bits; here at the widths
+// around 32768 columns, where both kernels change the form of the exponent (fused_exponent,
+// cross_entropy.cu), and through the unaligned path (pad 3).
+TEST_F(CrossEntropy, FusedForwardWritesTheBackwardsBits) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  for (int64_t v : {int64_t(1025), int64_t(16384), int64_t(32768), int64_t(32769), int64_t(65536)}) {
+    check<bf16>(9, v, 0, o, /*fused=*/true);
+    check<bf16>(5, v, 3, o, /*fused=*/true);
+  }
+  for (int64_t v : {int64_t(16385), int64_t(32768), int64_t(32769), int64_t(65543)}) check<fp16>(9, v, 0, o, true);
 }
 
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
