@@ -314,13 +314,17 @@ struct ce_forward_op : row_op_defaults {
   // With dlogits rows are not deferred: keeping the logits' pairs, label and gradient of the
   // row in flight while the next row is read spilled ~100 bytes per thread at the register cap
   // (packed clusters of 4-8 CTAs: 128K 0.767 -> 0.595, 256K 0.757 -> 0.598x copy; H200,
-  // 2026-12-01).
+  // 2026-12-01), and deferred without spills (the pairs taken from the stage by keep(), the
+  // statistics read from it in blocks) the packed clusters still lost: 64K / 128K / 256K
+  // 0.919 / 0.899 / 0.887x of the undeferred kernel (H200, 2026-12-03; docs/performance.md,
+  // "CE forward + dlogits, 2026-12-03").
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return !WriteGradient; }
   // Item order (row_kernel.cuh, "Item order"): claimed, these kernels measured 2-16% slower, so
   // the static order, but paced with dlogits for one-CTA rows of 2K-32K columns. bf16, H200,
   // 2026-12-01, same-binary A/B static -> paced: with dlogits 4K / 8K / 16K / 32K 0.861 / 0.868
   // / 0.867 / 0.865 -> 0.886 / 0.883 / 0.883 / 0.897x copy (07:11 UTC; 1K 0.857 -> 0.821 and
-  // clusters 1-2% slower at 06:11); without dlogits paced lost 1-10% at every width.
+  // clusters 1-2% slower at 06:11); without dlogits paced lost 1-10% at every width. Claimed
+  // over the clusters with dlogits, 64K / 128K / 256K lost 1.4 / 2.3 / 3.0% (2026-12-03).
   TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
     return WriteGradient && c.cluster_ctas == 1 && c.max_cols >= 2048 ? item_order::paced : item_order::fixed;
   }
