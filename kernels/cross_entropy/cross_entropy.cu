@@ -153,11 +153,15 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
 //           by at most half an ulp of lse log2 e, of the order of lse's own fp32 rounding (at most
 //           ~1.4 times it in natural units): p's relative error below 1e-6 at lse < 22, 2.1e-5
 //           at lse ~ 500, far below a 16-bit dlogit's rounding (bf16 2^-9, fp16 2^-12).
-// The fused form for 16-bit dlogits of rows over 32K columns (fused_exponent_from_cols): there it
-// measured +1.5 / +1.7 / +1.8% at 64K / 128K / 256K in the forward with dlogits, but -0.5 to
-// -0.7% at 32K and -0.6 to +0.2% at 4K-16K (H200, 2026-12-04, same-run A/B, bf16, 2 rounds; the
-// backward within +-0.6% everywhere). The forward's and the backward's size classes both end at
-// 32768 columns (static_assert below the ops), so both take the same form for any vocabulary.
+// The fused form for 16-bit logits of rows over 32K columns (fused_exponent_from_cols), where it
+// measured faster: dlogits this way (here, in both kernels) +1.5 / +1.7 / +1.8% at 64K / 128K /
+// 256K in the forward with dlogits, but -0.5 to -0.7% at 32K and -0.6 to +0.2% at 4K-16K (H200,
+// 2026-12-04, same-run A/B, bf16, 2 rounds; the backward within +-0.6% everywhere); that
+// forward's statistics this way too (warp_statistics, x log2 e - m log2 e with the warp max m)
+// another +0.7-1.0 / +1.0-1.2 / +1.2-1.7%. Both forms need lse log2 e (m log2 e) finite: |lse| <
+// 2.3e38, i.e. no bf16 logits above 70% of the largest float (softmax.cu's shift has the same
+// bound). The forward's and the backward's size classes both end at 32768 columns
+// (static_assert below the ops), so both take the same form for any vocabulary.
 inline constexpr int fused_exponent_from_cols = 32769;
 template <class T, class S>
 inline constexpr bool fused_exponent = is_16bit_float<T> && S::config.max_cols >= fused_exponent_from_cols;
@@ -237,13 +241,18 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_partial(float m, float sum_exp, floa
 // smoothing, the sum of the logits. A thread without padding takes both sums in one pass (each
 // pair unpacked once, one more FADD per element); the thread holding the tail (padding = -inf)
 // sums its logits separately with column tests. A warp of padding only gives (-inf, 0, 0), one
-// of -inf logits (-inf, 0, -inf).
-template <class Layout, class P, int N>
+// of -inf logits (-inf, 0, -inf). Fused: the exponents as x log2 e - m log2 e, one FFMA (see
+// row_probability; the max's own term is then 1 only to ~1e-7).
+template <class Layout, bool Fused = false, class P, int N>
 TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int cols, int thread, bool with_logit_sum) {
   const float m = tilekit::detail::warp_max(pairs);
   if (m == -infinity)  // warp-uniform
     return warp_partial(m, 0.f, with_logit_sum ? sum_of_logits<Layout>(pairs, cols, thread) : 0.f, with_logit_sum);
-  const auto exponent = [m](float x) { return (x - m) * log2e; };
+  const float m_log2e = m * log2e;
+  const auto exponent = [m, m_log2e](float x) {
+    if constexpr (Fused) return fmaf(x, log2e, -m_log2e);
+    else return (x - m) * log2e;
+  };
   float sum_exp = 0.f, sum_logits = 0.f;
   if (with_logit_sum && Layout::full(thread, cols)) {
     float s0 = 0.f, s1 = 0.f, t0 = 0.f, t1 = 0.f;
@@ -457,17 +466,18 @@ struct ce_forward_op : row_op_defaults {
     const float smoothing = p.label_smoothing;
     const float label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
 
-    // Per warp: (max, sum of exp(x - max)) in natural units (warp_exp_sum_natural): the max's
-    // term is exactly 1, so lse and the loss are exact for a one-element row (loss 0 at
-    // vocab = 1), at one more instruction per element than the base-2 form softmax uses. The
-    // sum of the logits only with label smoothing (uniform branch).
+    // Per warp: (max, sum of exp(x - max)) with exponents (x - max) log2 e: the max's term is
+    // exactly 1, so lse and the loss are exact for a one-element row (loss 0 at vocab = 1), at
+    // one more instruction per element than the base-2 form softmax uses; rows over 32K columns
+    // of 16-bit logits take that form (fused_exponent, see row_probability). The sum of the
+    // logits only with label smoothing (uniform branch).
     constexpr bool packed = packed_rows<S>;
     ce_stats warp;
     [[maybe_unused]] float values[packed ? 1 : layout::elements];
     [[maybe_unused]] packed_t<T> pairs[packed ? layout::elements / 2 : 1];
     if constexpr (packed) {
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
-      warp = warp_statistics<layout>(pairs, cols, at.thread, smoothing != 0.f);
+      warp = warp_statistics<layout, fused_exponent<T, S>>(pairs, cols, at.thread, smoothing != 0.f);
     } else {
       load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
       warp = float_statistics<layout>(values, cols, at.thread, smoothing != 0.f);  // values := exp(x - warp max)
@@ -502,7 +512,7 @@ struct ce_forward_op : row_op_defaults {
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
       store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
-      // The label's exponential recomputed exactly as warp_exp_sum_natural did (same bits).
+      // The label's exponential recomputed exactly as float_statistics did (same bits).
       if (label.owned)
         patch_label_dlogit(out, label, exp2_fast((label_logit - warp.max) * log2e), probability_scale, uniform_target,
                            g, smoothing);
