@@ -468,9 +468,10 @@ struct ce_forward_op : row_op_defaults {
 
     // Per warp: (max, sum of exp(x - max)) with exponents (x - max) log2 e: the max's term is
     // exactly 1, so lse and the loss are exact for a one-element row (loss 0 at vocab = 1), at
-    // one more instruction per element than the base-2 form softmax uses; rows over 32K columns
-    // of 16-bit logits take that form (fused_exponent, see row_probability). The sum of the
-    // logits only with label smoothing (uniform branch).
+    // one more instruction per element than the base-2 form softmax uses. Packed rows of over 32K
+    // columns (no one-element rows there) take the base-2 form instead, x log2 e - max log2 e
+    // (fused_exponent, see row_probability). The sum of the logits only with label smoothing
+    // (uniform branch).
     constexpr bool packed = packed_rows<S>;
     ce_stats warp;
     [[maybe_unused]] float values[packed ? 1 : layout::elements];
