@@ -285,7 +285,8 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 // partials per segment, combined per warp), and with per-thread running statistics
 // (streamed_partial) 0.877 -> 0.883 / 0.906 -> 0.919 / 0.933 -> 0.939 / 0.948 -> 0.957 (same
 // run, 23:02 UTC). At 16K the 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments
-// 0.85). fp32 takes the same bytes per segment (not benchmarked: the benchmark is bf16).
+// 0.85). Smaller groups with more segments lost (2026-12-04, same-run A/B, 32K / 64K: 4 warps
+// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance.md). fp32 takes the same bytes per segment (not benchmarked: the benchmark is bf16).
 //
 //   class | max cols | 16-bit: threads x segments | fp32: threads x segments
 //   ------+----------+----------------------------+-------------------------
