@@ -690,10 +690,10 @@ static __device__ row_claim_counter row_claim_counters[row_claim_slots];
 // once per warp (after_in_warp: lane 0 waits and reads, a shuffle hands the number to the other
 // lanes), and ops without per-row scalars skip the lookup for the prefetch of those: one poll
 // per warp and item instead of 64 (H200, 2026-12-04, same-run A/B, bf16: RMSNorm forward 64K
-// +0.6-0.7%, the softmax forward and backward and the other RMSNorm widths within +-0.2%). Each phase expects one
-// arrival and 4 bytes; thread 0 of each CTA arms the phase of use u + 32 when it visits use u
-// (after its own wait for use u: the phase of u has completed; the push may land before the arm,
-// the transaction count just goes negative for a while). Timing: the entry of use u + Stages + 2
+// +0.6-0.7%, the softmax forward and backward and the other RMSNorm widths within +-0.2%).
+// Each phase expects one arrival and 4 bytes; thread 0 of each CTA arms the phase of use u + 32
+// when it visits use u (after its own wait for use u: the phase of u has completed; the push may
+// land before the arm, the transaction count just goes negative for a while). Timing: the entry of use u + Stages + 2
 // is pushed when rank 0 starts use u, a peer reads it at the latest when it leaves use u + 2
 // (refilling for use u + 2 + Stages), and a peer leaves a use only after the row reductions of
 // its rows, to which rank 0 contributes; the same coupling keeps rank 0 from pushing the next

@@ -153,7 +153,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
 //           by at most half an ulp of lse log2 e, of the order of lse's own fp32 rounding (at most
 //           ~1.4 times it in natural units): p's relative error below 1e-6 at lse < 22, 2.1e-5
 //           at lse ~ 500, far below a 16-bit dlogit's rounding (bf16 2^-9, fp16 2^-12).
-// The fused form for 16-bit logits of rows over 32K columns (fused_exponent_from_cols), where it
+// The fused form for 16-bit logits of rows over 32K columns (fused_exponent_above_cols), where it
 // measured faster: dlogits this way (here, in both kernels) +1.5 / +1.7 / +1.8% at 64K / 128K /
 // 256K in the forward with dlogits, but -0.5 to -0.7% at 32K and -0.6 to +0.2% at 4K-16K (H200,
 // 2026-12-04, same-run A/B, bf16, 2 rounds; the backward within +-0.6% everywhere); that
@@ -162,9 +162,9 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
 // 2.3e38, i.e. no bf16 logits above 70% of the largest float (softmax.cu's shift has the same
 // bound). The forward's and the backward's size classes both end at 32768 columns
 // (static_assert below the ops), so both take the same form for any vocabulary.
-inline constexpr int fused_exponent_from_cols = 32769;
+inline constexpr int fused_exponent_above_cols = 32768;
 template <class T, class S>
-inline constexpr bool fused_exponent = is_16bit_float<T> && S::config.max_cols >= fused_exponent_from_cols;
+inline constexpr bool fused_exponent = is_16bit_float<T> && S::config.max_cols > fused_exponent_above_cols;
 template <bool Fused>
 struct row_probability {
   float lse;
@@ -175,10 +175,10 @@ struct row_probability {
     else return exp2_fast((x - lse) * log2e);
   }
 };
-// Whether an op's size classes split at fused_exponent_from_cols (so that a vocabulary's class
+// Whether an op's size classes split at fused_exponent_above_cols (so that a vocabulary's class
 // in the forward and in the backward agree on the form).
 constexpr bool splits_at_fused_exponent(const row_table& t) {
-  return t.configs[t.index(fused_exponent_from_cols - 1)].max_cols == fused_exponent_from_cols - 1;
+  return t.configs[t.index(fused_exponent_above_cols)].max_cols == fused_exponent_above_cols;
 }
 
 // dlogit of a column from its logit: g * (p (1 + 2 z lse) - eps / V), with probability_scale =
@@ -286,7 +286,8 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 // (streamed_partial) 0.877 -> 0.883 / 0.906 -> 0.919 / 0.933 -> 0.939 / 0.948 -> 0.957 (same
 // run, 23:02 UTC). At 16K the 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments
 // 0.85). Smaller groups with more segments lost (2026-12-04, same-run A/B, 32K / 64K: 4 warps
-// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance.md). fp32 takes the same bytes per segment (not benchmarked: the benchmark is bf16).
+// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance.md). fp32 takes
+// the same bytes per segment (not benchmarked: the benchmark is bf16).
 //
 //   class | max cols | 16-bit: threads x segments | fp32: threads x segments
 //   ------+----------+----------------------------+-------------------------
@@ -611,7 +612,7 @@ static_assert(splits_at_fused_exponent(ce_forward_op<bf16, true>::table) &&
                   splits_at_fused_exponent(ce_forward_op<fp16, true>::table) &&
                   splits_at_fused_exponent(ce_backward_op<bf16>::table) &&
                   splits_at_fused_exponent(ce_backward_op<fp16>::table),
-              "cross-entropy: the forward's and the backward's classes must split at fused_exponent_from_cols");
+              "cross-entropy: the forward's and the backward's classes must split at fused_exponent_above_cols");
 
 template <class F>
 void dispatch_type(dtype type, F&& f) {
