@@ -147,15 +147,16 @@
 //   template <class S> void finish(const P&, const row_place&, int64_t row, const pending<S>&,
 //                                  R total);           the row's outputs
 // (and optionally template <class S> keep(const P&, const row_place&, const T* (&in)[K],
-// pending<S>&), called after the previous row is finished, for what finish() needs of the row
-// but partial() need not keep: two rows' pending states are then never live at once; streamed
-// rows pass their last segment's stage; and, for clusters, combine(): see
-// row_op_defaults::combines_ctas_first)
+// pending<S>&), with keeps_stage = true, called after the previous row is finished, for what
+// finish() needs of the row but partial() need not keep: two rows' pending states are then
+// never live at once; streamed rows pass their last segment's stage; and, for clusters,
+// combine(): see row_op_defaults::combines_ctas_first)
 // and the kernel finishes each row one row later: every WARP posts its partial of row r
 // (posted_reduce_post, tilekit/ops/reduce.cuh: into every CTA's slots, no CTA barrier),
 // finishes row r - 1 (waiting for that row's partials only), then moves on; the stage is
-// released warp by warp too (see the loop), as soon as partial() has read it: an op that writes
-// the row (a norm's y) keeps what it needs in `pending`, in registers. So the warps of a row --
+// released warp by warp too (see the loop), after that, or, for ops that opt in
+// (releases_early), as soon as partial() has read it: an op that writes the row (a norm's y)
+// keeps what it needs in `pending`, in registers. So the warps of a row --
 // 4 to 16 of a CTA, times the CTAs of a cluster -- never wait for each other in lock-step: a
 // slow warp's or a slow CTA's partial is collected one row later, while everyone computes the
 // next row. Rows of fewer warps are not deferred (a warp's butterfly completes when it ends,
@@ -392,10 +393,15 @@ struct row_op_defaults {
   TILEKIT_DEVICE static row_scalars fetch(const P&, int64_t) {
     return {};
   }
-  // Deferred rows: take from the row's stage what finish() needs of it but partial() did not
-  // keep, once the previous row is finished (see "Deferred rows"; nothing by default).
-  template <class S, class P, class T, int K, class Pending>
-  TILEKIT_DEVICE static void keep(const P&, const row_place&, const T* (&)[K], Pending&) {}
+  // Deferred rows: whether the op takes from the row's stage, with
+  //   template <class S> void keep(const P&, const row_place&, const T* (&in)[K], pending<S>&);
+  // what finish() needs of it but partial() did not keep, once the previous row is finished (see
+  // "Deferred rows").
+  static constexpr bool keeps_stage = false;
+  // Deferred rows of size class `c` (one row per group, no keep()): whether each warp leaves
+  // its stage as soon as partial() has read it, before it finishes the previous row, instead of
+  // after ("Early release", in the row loop); only where an op measured that faster.
+  TILEKIT_HOST_DEVICE static constexpr bool releases_early(row_config) { return false; }
   template <class S, class P>
   TILEKIT_DEVICE void begin(const P&, const row_place&, void*) {}
   template <class S, class P>
@@ -897,12 +903,13 @@ struct in_flight_row {
   TILEKIT_DEVICE TILEKIT_INLINE void finish(Op& op, const P& p, const row_place& at, const Ctx& ctx) const {
     if (valid) op.template finish<S>(p, at, row, state, deferred_total<S>(op, p, ctx, round));
   }
-  // Post this warp's partial of row `next`, finish this row, and put `next` in flight with
-  // what its finish() will need (next_state, and what op.keep() takes from `in`, next's stage).
-  template <class P, class Ctx, class V, class T, int K>
+  // Post this warp's partial of row `next`, run `posted()` (the early release of its stage),
+  // finish this row, and put `next` in flight with what its finish() will need (next_state,
+  // and what op.keep() takes from `in`, next's stage).
+  template <class P, class Ctx, class V, class T, int K, class Posted>
   TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
                                              int64_t next, const typename Op::template pending<S>& next_state,
-                                             const T* (&in)[K]) {
+                                             const T* (&in)[K], Posted posted) {
     uint32_t next_round;
     if constexpr (S::cta_first)
       next_round = ctx.post_warps(partial, [&](const V* partials, uint32_t warps) {
@@ -910,9 +917,10 @@ struct in_flight_row {
       });
     else
       next_round = ctx.post_warps(partial);
+    posted();
     finish(op, p, at, ctx);
     *this = {true, next, next_state, next_round};
-    op.template keep<S>(p, at, in, state);
+    if constexpr (Op::keeps_stage) op.template keep<S>(p, at, in, state);
   }
 };
 
@@ -1014,6 +1022,39 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   [[maybe_unused]] std::conditional_t<S::segmented, pending, row_op_defaults> streamed;
   stage_ring<stream_t::stages> ring;
   uint32_t use = 0;  // counts only for the claimed order
+  // Several row groups per CTA, or deferred rows: the stage is released without a CTA barrier.
+  // Each warp counts itself out of the stage, and the LAST warp out refills it; warps that
+  // finish early go on to the next stage instead of waiting for the slowest group (they can run
+  // at most one lap ahead: a stage is refilled only when every warp left it). The count never
+  // resets (a lap adds 16, and no warp counts itself into the next lap before the refill).
+  // Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm forward +5% at
+  // 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and more, whose warps meet
+  // in every reduction anyway) it was 2-6% slower than the barrier below, so those keep it,
+  // unless their rows are deferred (no reduction meets the warps). See "Stage release" above
+  // for the two orderings.
+  auto leave_stage = [&](auto segment) {  // generic: compiled only where it is called
+    constexpr unsigned warps = row_cta_threads / warp_threads;
+    if constexpr (row_checkable_release) stream.release(ring);
+    __syncwarp();
+    if (laneid() == 0) {
+      if constexpr (!row_checkable_release) __threadfence_block();
+      if (atomicAdd(&stage_leavers[ring.index], 1u) % warps == warps - 1) {
+        if constexpr (row_checkable_release) stream.wait_released(ring);
+        else __threadfence_block();
+        issue_ahead(ring.index, item, use, segment, stream_t::stages);
+      }
+    }
+  };
+  // Early release (Op::releases_early): a deferred op that takes nothing more from its stage
+  // (no keep()) is done with it once partial() returns, so each warp can leave the stage then,
+  // before it finishes the previous row (waits for that row's partials and writes it out),
+  // which gives the stage's refill that much more of a lead. One row per group: a warp leaves
+  // once per stage. Measured (bf16, H200, 2026-12-04, same-run A/B, x copy): the LayerNorm
+  // forward's wide rows gain (norm_kernels.cuh), while the softmax forward lost 0.4-1.8% at
+  // 64K-256K, the cross-entropy forward (streamed rows: their last segment) 2-6% at 8K-256K and
+  // the RMSNorm forward 0.4% at 64K, so only the LayerNorm forward opts in.
+  constexpr bool early_release = Staged && defer && Op::releases_early(S::config) && S::config.rows_per_group == 1;
+  static_assert(!(Op::releases_early(S::config) && Op::keeps_stage), "row_kernel: keep() needs the stage after partial()");
   for (; item < items; ++use) {
     scalars next[rows_per_group];
     if constexpr (has_scalars) fetch(order.after_in_warp(item, use, 1), next);
@@ -1029,6 +1070,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       else copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
       if (threadIdx.x == 0 && segment == 0) order.visit(use);
       const bool last_segment = segment + 1 == segments;
+      bool left = false;  // this warp has left the stage (early release)
 #pragma unroll
       for (int k = 0; k < rows_per_group; ++k) {
         const int slot = k * S::groups + at.group;  // row of the item
@@ -1037,13 +1079,26 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
           const T* in[K];
 #pragma unroll
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
+          // Early release, once partial() has read the stage: before the partial is posted, or,
+          // where each CTA's last warp to post combines the CTA's partials (S::cta_first), after
+          // it: a refill issued first would delay the one post that every CTA of the row waits
+          // for.
+          auto read = [&] {
+            if constexpr (early_release && !S::cta_first) leave_stage(segment), left = true;
+          };
+          auto posted = [&] {
+            if constexpr (early_release && S::cta_first) leave_stage(segment), left = true;
+          };
           if constexpr (S::segmented) {
             const auto partial = op.template partial<S>(p, here, row, current[k], in, streamed);
-            if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed, in);
+            read();
+            if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed, in, posted);
+            else posted();
           } else if constexpr (defer) {
             pending state;
             const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
-            in_flight.replace(op, p, at, ctx, partial, row, state, in);
+            read();
+            in_flight.replace(op, p, at, ctx, partial, row, state, in, posted);
           } else {
             op.template row<S>(p, at, row, current[k], in, ctx);
           }
@@ -1052,27 +1107,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
           if (last_segment) current[k] = next[k];
       }
       if constexpr (Staged && (S::groups > 1 || defer)) {
-        // Several row groups per CTA, or deferred rows: release without a CTA barrier. Each warp
-        // counts itself out of the stage, and the LAST warp out refills it; warps that finish
-        // early go on to the next stage instead of waiting for the slowest group (they can run
-        // at most one lap ahead: a stage is refilled only when every warp left it). The count
-        // never resets (a lap adds 16, and no warp counts itself into the next lap before the
-        // refill). Measured on the H200: cross-entropy forward +16-18% at N = 1K-4K, LayerNorm
-        // forward +5% at 4K-8K against a CTA barrier; with one group per CTA (rows of 16K and
-        // more, whose warps meet in every reduction anyway) it was 2-6% slower than the barrier
-        // below, so those keep it, unless their rows are deferred (no reduction meets the
-        // warps). See "Stage release" above for the two orderings.
-        constexpr unsigned warps = row_cta_threads / warp_threads;
-        if constexpr (row_checkable_release) stream.release(ring);
-        __syncwarp();
-        if (laneid() == 0) {
-          if constexpr (!row_checkable_release) __threadfence_block();
-          if (atomicAdd(&stage_leavers[ring.index], 1u) % warps == warps - 1) {
-            if constexpr (row_checkable_release) stream.wait_released(ring);
-            else __threadfence_block();
-            issue_ahead(ring.index, item, use, segment, stream_t::stages);
-          }
-        }
+        if (!left) leave_stage(segment);
         ring.advance();
       } else if constexpr (Staged) {
         __syncthreads();  // every thread is done with this stage: refill it

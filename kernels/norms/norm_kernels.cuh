@@ -539,6 +539,17 @@ struct norm_forward_op : row_op_defaults {
   TILEKIT_HOST_DEVICE static constexpr bool combines_ctas_first(row_config c) {
     return is_layer && (c.cluster_ctas == 2 || c.cluster_ctas == 16);
   }
+  // LayerNorm: each warp leaves a row's stage once partial() has read it (row_kernel.cuh, "Early
+  // release"), not after finishing the previous row, so the stage's refill (two stages of 32 KiB
+  // from 32K columns on, next to the 128 KiB of weight and bias) gets about half a row more
+  // lead. ncu before (256K, 2026-12-04): the stage-full wait held 11% of the warps' stall
+  // samples. Measured (bf16, H200, 2026-12-04, same-run A/B, two rounds, x copy): 32K / 64K /
+  // 128K / 256K 0.870 / 0.842 / 0.837 / 0.778 -> 0.900 / 0.898 / 0.884 / 0.784 (+3.4 / +6.6 /
+  // +5.6 / +0.8%), 1K-16K within 0.3%. Where the release goes (row_kernel.cuh): leaving before
+  // the post at 2 and 16 CTAs, whose CTAs combine their partials first, gave +2.3% at 32K and
+  // -4% at 256K; leaving after it at 4 and 8 CTAs, +5.5 / +4.8% at 64K / 128K. RMSNorm: no
+  // gain (64K -0.4%).
+  TILEKIT_HOST_DEVICE static constexpr bool releases_early(row_config) { return is_layer; }
   template <class S>
   struct pending {
     packed_t<T> h[S::layout::elements / 2];  // this thread's columns of h, as pairs
@@ -767,6 +778,7 @@ struct norm_backward_op : row_op_defaults {
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return !is_layer && is_16bit_float<T> && c.cluster_ctas > 1;
   }
+  static constexpr bool keeps_stage = true;  // keep(): the stage is released after it
   template <class S>
   struct pending {
     packed_t<T> x[S::layout::elements / 2];
