@@ -1051,8 +1051,9 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // which gives the stage's refill that much more of a lead. One row per group: a warp leaves
   // once per stage. Measured (bf16, H200, 2026-12-04, same-run A/B, x copy): the LayerNorm
   // forward's wide rows gain (norm_kernels.cuh), while the softmax forward lost 0.4-1.8% at
-  // 64K-256K, the cross-entropy forward (streamed rows: their last segment) 2-6% at 8K-256K and
-  // the RMSNorm forward 0.4% at 64K, so only the LayerNorm forward opts in.
+  // 64K-256K, the cross-entropy forward 2-6% at 8K-256K (its streamed rows from 32K: released
+  // early at their last segment) and the RMSNorm forward 0.4% at 64K, so only the LayerNorm
+  // forward opts in.
   constexpr bool early_release = Staged && defer && Op::releases_early(S::config) && S::config.rows_per_group == 1;
   static_assert(!(Op::releases_early(S::config) && Op::keeps_stage), "row_kernel: keep() needs the stage after partial()");
   for (; item < items; ++use) {
@@ -1093,7 +1094,6 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
             const auto partial = op.template partial<S>(p, here, row, current[k], in, streamed);
             read();
             if (last_segment) in_flight.replace(op, p, at, ctx, partial, row, streamed, in, posted);
-            else posted();
           } else if constexpr (defer) {
             pending state;
             const auto partial = op.template partial<S>(p, at, row, current[k], in, state);
