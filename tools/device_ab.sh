@@ -6,43 +6,57 @@
 #
 # Usage, from the repository root:
 #   here:   rm -rf .ab/base && mkdir -p .ab/base && git archive <base-commit> | tar -x -C .ab/base
+#           (optional further sides: any .ab/<name> tree the same way, e.g. .ab/head, run as side
+#           <name> between base and ours: an A/B/C that measures two changes in one call)
 #   device: [BENCHES="bench_norms bench_cross_entropy"] [FILTER=regex] [ROUNDS=2] tools/device_ab.sh
-#           (carry: [".ab/base"]; .ab/ is ignored, so it must be named)
+#           (carry: [".ab"]; .ab/ is ignored, so it must be named)
 #
 #   BENCHES  benchmark targets (default bench_cross_entropy). ~35-50 s per run of a whole binary.
 #   FILTER   --benchmark_filter for every run (default: all benchmarks of the binary).
-#   ROUNDS   base / ours pairs per benchmark (default 2).
-# JSON of every run goes to $OUT as <bench>.<base|ours>.<round>.json; at the end
-# tools/bench_ab.py prints the ratio ours / base per benchmark and round.
-# Time: both trees' benchmarks build side by side in ~6 minutes on the 16-core machine (their
-# kernel libraries dominate), so one call holds the builds and about four binary runs.
+#   ROUNDS   rounds of every side per benchmark (default 2).
+# JSON of every run goes to $OUT as <bench>.<side>.<round>.json; after each binary's rounds
+# tools/bench_ab.py prints the ratio of every side to base per benchmark and round.
+# Time: the trees' benchmarks build side by side in ~6 minutes on the 16-core machine (their
+# kernel libraries dominate; ~1 minute for bench_norms built with -DTILEKIT_DEV_BF16_ONLY=1),
+# so one call holds the builds and about four binary runs per side.
 set -u
-base_src=.ab/base
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
-[ -f "$base_src/CMakeLists.txt" ] || { echo "device_ab.sh: no base tree in $base_src (see the usage)" >&2; exit 2; }
+[ -f .ab/base/CMakeLists.txt ] || { echo "device_ab.sh: no base tree in .ab/base (see the usage)" >&2; exit 2; }
 read -r -a benches <<< "${BENCHES:-bench_cross_entropy}"
 rounds=${ROUNDS:-2}
+# Sides in run order: base, the other .ab trees, ours (the working tree); side -> source, build.
+sides=(base)
+for tree in .ab/*/; do
+  name=$(basename "$tree")
+  [ "$name" != base ] && [ -f "$tree/CMakeLists.txt" ] && sides+=("$name")
+done
+sides+=(ours)
+declare -A src build
+for side in "${sides[@]}"; do
+  if [ "$side" = ours ]; then src[$side]=.; build[$side]=build; else src[$side]=.ab/$side; build[$side]=build-ab-$side; fi
+done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-(cmake -S . -B build "${device_cmake_flags[@]}" && cmake --build build -j"$(nproc)" --target "${benches[@]}") > /tmp/ab_ours.log 2>&1 &
-ours=$!
-(cmake -S "$base_src" -B build-ab-base "${device_cmake_flags[@]}" && cmake --build build-ab-base -j"$(nproc)" --target "${benches[@]}") \
-  > /tmp/ab_base.log 2>&1 &
-base=$!
+declare -A builder
+for side in "${sides[@]}"; do
+  (cmake -S "${src[$side]}" -B "${build[$side]}" "${device_cmake_flags[@]}" &&
+   cmake --build "${build[$side]}" -j"$(nproc)" --target "${benches[@]}") > "/tmp/ab_$side.log" 2>&1 &
+  builder[$side]=$!
+done
 failed=0
-wait "$ours" || { echo "== build of the working tree failed"; tail -30 /tmp/ab_ours.log; failed=1; }
-wait "$base" || { echo "== build of the base tree failed"; tail -30 /tmp/ab_base.log; failed=1; }
+for side in "${sides[@]}"; do
+  wait "${builder[$side]}" || { echo "== build of side $side failed"; tail -30 "/tmp/ab_$side.log"; failed=1; }
+done
 [ "$failed" = 0 ] || exit 1
-note "built"
+note "built ${sides[*]}"
 for bench in "${benches[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
-    for side in base ours; do
-      dir=build; [ "$side" = base ] && dir=build-ab-base
-      "$dir/bench/$bench" ${FILTER:+--benchmark_filter=$FILTER} --benchmark_out="$out/$bench.$side.$r.json" \
+    for side in "${sides[@]}"; do
+      "${build[$side]}/bench/$bench" ${FILTER:+--benchmark_filter=$FILTER} --benchmark_out="$out/$bench.$side.$r.json" \
         --benchmark_out_format=json > "/tmp/$bench.$side.$r.txt" 2>&1 || { echo "$bench $side failed"; tail "/tmp/$bench.$side.$r.txt"; exit 1; }
       note "$bench $side round $r"
     done
   done
+  python3 tools/bench_ab.py "$out" "$bench"  # now, so that a run cut short still shows what it measured
 done
-python3 tools/bench_ab.py "$out"
