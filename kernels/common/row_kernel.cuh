@@ -43,8 +43,12 @@
 // the clusters, gained at 256K alone and only below a sharp limit: "Hybrid rows".) Rows <= 256
 // columns use 8 columns per thread and 4 rows per warp, so that a stage still holds 64 rows.
 // Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps in shared memory),
-// at most 4, e.g. 4 x 32 KiB for bf16 softmax, 3 x 64 KiB for two bf16 inputs. Three stages
-// in flight is ~96-192 KiB per SM, several times what HBM latency needs.
+// at most max_stream_stages (8) or the op's max_stages(config), e.g. 7 x 32 KiB for bf16
+// softmax at 1K-16K, 3 x 64 KiB for two bf16 inputs. Three stages in flight is ~96-192 KiB per
+// SM, several times what HBM latency needs; more is not always faster (H200, 2026-12-04: the
+// softmax forward's deferred rows gained up to 1% with two stages of 64 KiB instead of three,
+// the LayerNorm forward at 256K lost 2.2% with three of 32 KiB instead of two, the
+// cross-entropy forward's streamed rows lost 2-3% with two instead of three).
 //
 // Item order. Workers that take items in a fixed stride (worker w: w, w + W, w + 2W, ...) drift
 // apart over a long launch, and the items in flight spread over an ever wider stretch of the
@@ -385,6 +389,10 @@ struct row_op_defaults {
     return c.cluster_ctas == 1 ? item_order::claimed : item_order::fixed;
   }
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config) { return 0; }
+  // Most stages of size class `c` in its ring: by default as many as fit (row_schedule::stages,
+  // at most max_stream_stages); an op asks for fewer only where that measured faster (more
+  // stages are not always better: see softmax.cu).
+  TILEKIT_HOST_DEVICE static constexpr int max_stages(row_config) { return max_stream_stages; }
   struct row_scalars {};
   template <class S>
   struct pending {};
@@ -443,7 +451,7 @@ struct row_schedule {
   static constexpr size_t stream_budget = defers ? shared_limit_bytes - deferred_static_bytes - posted_bytes
                                                  : stream_budget_bytes;
   static constexpr size_t stream_bytes_available = OpSharedBytes < stream_budget ? stream_budget - OpSharedBytes : 0;
-  static constexpr int stages = int(std::min<size_t>(max_stream_stages, stream_bytes_available / stage_bytes));
+  static constexpr int stages = int(std::min<size_t>(Op::max_stages(config), stream_bytes_available / stage_bytes));
   using stream = row_stream<T, Inputs, rows_per_item, chunk_cols, stages < 1 ? 1 : stages>;
 
   static_assert(stages >= 1, "row_schedule: not even one stage fits next to the op's shared memory");
