@@ -48,7 +48,7 @@
 // SM, several times what HBM latency needs; more is not always faster (H200, 2026-12-04: the
 // softmax forward's deferred rows gained up to 1% with two stages of 64 KiB instead of three,
 // the LayerNorm forward at 256K lost 2.2% with three of 32 KiB instead of two, the
-// cross-entropy forward's streamed rows lost 2-3% with two instead of three).
+// cross-entropy forward's deferred and streamed rows lost 1.7-3% with two instead of three).
 //
 // Item order. Workers that take items in a fixed stride (worker w: w, w + W, w + 2W, ...) drift
 // apart over a long launch, and the items in flight spread over an ever wider stretch of the

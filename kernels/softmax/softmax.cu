@@ -87,7 +87,7 @@ struct softmax_forward_op : row_op_defaults {
   // The deferred rows take two stages of 64 KiB, not the three that fit. Measured (bf16, H200,
   // 2026-12-04, same-run A/B, two rounds, x copy): 64K / 128K / 256K 0.902 / 0.902-0.903 / 0.899
   // -> 0.907 / 0.903 / 0.907-0.908 (+0.5 / +0.1 / +0.9-1.0%). (The cross-entropy forward's
-  // deferred and streamed rows, 8K-256K, lost 2-3% with two stages instead of three, the same
+  // deferred and streamed rows, 8K-256K, lost 1.7-3% with two stages instead of three, the same
   // run; the LayerNorm forward at 256K lost 2.2% with three stages instead of two.)
   TILEKIT_HOST_DEVICE static constexpr int max_stages(row_config c) {
     return deferred_rows(c) ? 2 : max_stream_stages;
