@@ -1061,7 +1061,14 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // forward's wide rows gain (norm_kernels.cuh), while the softmax forward lost 0.4-1.8% at
   // 64K-256K, the cross-entropy forward 2-6% at 8K-256K (its streamed rows from 32K: released
   // early at their last segment) and the RMSNorm forward 0.4% at 64K, so only the LayerNorm
-  // forward opts in.
+  // forward opts in. One row per item (its rows of 16K and more): no item misses its row, which
+  // the loop below is told at compile time, so the warps leave at the one early site and the
+  // end-of-stage site is compiled out (5-12 KB less code per kernel). LayerNorm forward 16K /
+  // 64K / 128K / 256K +1.1-2.4 / +0.5 / +1.4-1.8 / +3.0-3.4% (bf16, H200, 2026-12-04, same-run
+  // A/B, x copy). Not kept (docs/performance.md, "One release site"): the one site for every
+  // item, each step (partial, release, post) its own `if` on the row's presence, lost 3-4% at
+  // 16K-128K despite its smaller code; the cross-entropy forward with that loop still lost
+  // 3-7% (release before the post) and 16-18% (after it) in its streamed rows.
   constexpr bool early_release = Staged && defer && Op::releases_early(S::config) && S::config.rows_per_group == 1;
   static_assert(!(Op::releases_early(S::config) && Op::keeps_stage), "row_kernel: keep() needs the stage after partial()");
   for (; item < items; ++use) {
@@ -1084,7 +1091,9 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       for (int k = 0; k < rows_per_group; ++k) {
         const int slot = k * S::groups + at.group;  // row of the item
         const int64_t row = item * S::rows_per_item + slot;
-        if (row < rows) {  // group-uniform; only the last item has missing rows
+        // Group-uniform; only the last item has missing rows, and with one row per item none, which
+        // early release (below) is told at compile time: its warps then leave at one site only.
+        if ((early_release && S::rows_per_item == 1) || row < rows) {
           const T* in[K];
 #pragma unroll
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);

@@ -548,7 +548,9 @@ struct norm_forward_op : row_op_defaults {
   // +5.6 / +0.8%), 1K-16K within 0.3%. Where the release goes (row_kernel.cuh): leaving before
   // the post at 2 and 16 CTAs, whose CTAs combine their partials first, gave +2.3% at 32K and
   // -4% at 256K; leaving after it at 4 and 8 CTAs, +5.5 / +4.8% at 64K / 128K. RMSNorm: no
-  // gain (64K -0.4%).
+  // gain (64K -0.4%). Later the same day, with the release compiled at one site where every
+  // item has its row (16K and up, row_kernel.cuh): 16K / 64K / 128K / 256K 0.911-0.920 / 0.892-
+  // 0.893 / 0.872-0.873 / 0.775-0.777 -> 0.932 / 0.897-0.898 / 0.885 / 0.801-0.802; 32K even.
   TILEKIT_HOST_DEVICE static constexpr bool releases_early(row_config) { return is_layer; }
   template <class S>
   struct pending {
