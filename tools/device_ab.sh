@@ -15,7 +15,8 @@
 #   FILTER   --benchmark_filter for every run (default: all benchmarks of the binary).
 #   ROUNDS   rounds of every side per benchmark (default 2).
 # JSON of every run goes to $OUT as <bench>.<side>.<round>.json; after each binary's rounds
-# tools/bench_ab.py prints the ratio of every side to base per benchmark and round.
+# tools/bench_ab.py prints the ratio of every side to base per benchmark and round (and appends
+# it to $OUT/ab.txt).
 # Time: the trees' benchmarks build side by side in ~6 minutes on the 16-core machine (their
 # kernel libraries dominate; ~1 minute for bench_norms built with -DTILEKIT_DEV_BF16_ONLY=1),
 # so one call holds the builds and about four binary runs per side.
@@ -58,5 +59,7 @@ for bench in "${benches[@]}"; do
       note "$bench $side round $r"
     done
   done
-  python3 tools/bench_ab.py "$out" "$bench"  # now, so that a run cut short still shows what it measured
+  # Now, so that a run cut short still shows what it measured; also into $OUT/ab.txt, which comes
+  # back even when the call's printed output does not (a command past its time limit).
+  python3 tools/bench_ab.py "$out" "$bench" | tee -a "$out/ab.txt"
 done
