@@ -1065,8 +1065,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // the loop below is told at compile time, so the warps leave at the one early site and the
   // end-of-stage site is compiled out (5-12 KB less code per kernel). LayerNorm forward 16K /
   // 64K / 128K / 256K +1.3-2.4 / +0.5 / +1.4-1.5 / +3.0-3.4% (bf16, H200, 2026-12-04, same-run
-  // A/B, x copy). (Every other kernel of one row per item could skip the row test too: it
-  // shrinks their code, softmax.cu's by 40 KB, but was not measured, so they keep it.) Not kept (docs/performance.md, "One release site"): the one site for every
+  // A/B, x copy). Not kept (docs/performance.md, "One release site"): the one site for every
   // item, each step (partial, release, post) its own `if` on the row's presence, lost 3-4% at
   // 16K-128K despite its smaller code; the cross-entropy forward with that loop still lost
   // 3-7% (release before the post) and 16-18% (after it) in its streamed rows.
@@ -1092,9 +1091,10 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       for (int k = 0; k < rows_per_group; ++k) {
         const int slot = k * S::groups + at.group;  // row of the item
         const int64_t row = item * S::rows_per_item + slot;
-        // Group-uniform; only the last item has missing rows, and with one row per item none, which
-        // early release is told at compile time (see "Early release" above the loop).
-        if ((early_release && S::rows_per_item == 1) || row < rows) {
+        // Group-uniform; only the last item has missing rows, and with one row per item
+        // (items == rows) none, which the compiler is told: the test and, with early release,
+        // the end-of-stage release site go (see "Early release" above the loop).
+        if (S::rows_per_item == 1 || row < rows) {
           const T* in[K];
 #pragma unroll
           for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
