@@ -1095,8 +1095,9 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         // (items == rows) none, which the compiler is told: the test and, with early release,
         // the end-of-stage release site go (see "Early release" above the loop). Against the
         // test for every kernel (bf16, H200, 2026-12-04, same-run A/B): CE forward + dlogits
-        // 64K-256K +1.4-1.8%, LayerNorm backward 64K-256K +0.4-1.1%, RMSNorm forward 64K
-        // -0.6-0.7%, every other cell within 0.5% (docs/performance.md, "The row test").
+        // 64K-256K +1.4-1.8%, LayerNorm backward 64K-256K +0.4-1.1% but 32K -0.4-0.9%, RMSNorm
+        // forward 64K -0.6-0.7%, every other cell within 0.5% in both rounds or within 0.3% in
+        // one (docs/performance.md, "The row test").
         if (S::rows_per_item == 1 || row < rows) {
           const T* in[K];
 #pragma unroll
