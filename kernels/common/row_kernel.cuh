@@ -982,6 +982,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   if constexpr (order_t::published)
     if (threadIdx.x == 0) order.claim_first();  // every CTA's table is armed
 
+  // Only the last item can miss rows; with one row per item, items == rows and none does (the
+  // item loop's row test relies on it).
   const int64_t items = ceil_div(rows, int64_t(S::rows_per_item));
   // Streamed rows (see above): the segments of this launch's rows (those past the row's end are
   // skipped). The stream's units are (item, segment): a worker's item takes `segments` stages
