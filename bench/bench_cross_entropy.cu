@@ -5,7 +5,8 @@
 // Minimal bytes (DESIGN.md 4): logits read once (M x V x 2 B), labels read (M x 8 B), loss
 // and lse written (M x 4 B each); the fused forward also writes dlogits (M x V x 2 B); the
 // backward reads logits, labels, lse and the per-row upstream gradient and writes dlogits.
-// The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
+// The *_odd benchmarks run vocabularies whose rows are not 16-byte aligned (the direct path),
+// with M = floor(2^28 / V). The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
 #include <cstdint>
 #include <vector>
 
@@ -38,8 +39,8 @@ struct buffers {
   buffers(int64_t vocab_, cudaStream_t stream)
       : vocab(vocab_),
         rows(total_elements / vocab_),
-        logits(size_t(total_elements)),
-        dlogits(size_t(total_elements)),
+        logits(size_t(rows * vocab)),
+        dlogits(size_t(rows * vocab)),
         labels(make_labels(rows, vocab)),
         loss(size_t(rows)),
         lse(size_t(rows)),
@@ -69,7 +70,7 @@ struct buffers {
 
   // Bytes of the per-row vectors: labels (8 B) plus `floats` fp32 values per row.
   double per_row_bytes(int floats) const { return double(rows) * (sizeof(int64_t) + floats * sizeof(float)); }
-  double logits_bytes() const { return double(total_elements) * sizeof(bf16); }
+  double logits_bytes() const { return double(rows) * double(vocab) * sizeof(bf16); }
 };
 
 void BM_cross_entropy_forward(benchmark::State& state) {
@@ -115,9 +116,21 @@ void widths(benchmark::internal::Benchmark* b) {
   for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
 }
 
+// Odd vocabularies (M = floor(2^28 / V) rows; 50257 is GPT-2's): rows of an odd number of
+// 16-bit logits are not 16-byte aligned, so the kernels take their direct path
+// (row_kernel.cuh, "Unaligned matrices"). Each width sits in the size class of the aligned
+// width above it.
+void odd_widths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"V"});
+  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
+}
+
 }  // namespace
 
 TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Apply(widths);
 TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Apply(widths);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Apply(widths);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Name("BM_cross_entropy_forward_with_gradient_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(odd_widths);
 TILEKIT_BENCHMARK_MAIN()

@@ -1,6 +1,9 @@
 // Softmax forward and backward (kernels/softmax), bf16, M * N = 2^28 elements, against the
 // device-to-device copy bandwidth measured in the same run.
 //
+// The *_odd benchmarks run widths whose rows are not 16-byte aligned (the direct path), with
+// M = floor(2^28 / N).
+//
 // Bytes are the minimal traffic (DESIGN.md 4): forward reads x and writes y (2 x M x N x 2 B),
 // backward reads y and dy and writes dx (3 x M x N x 2 B). Each tensor is 512 MiB, ~8x L2,
 // so the kernel's own traffic evicts L2 between runs and no flush or rotation is needed.
@@ -21,7 +24,7 @@ constexpr int64_t total_elements = int64_t(1) << 28;
 void BM_softmax_forward(benchmark::State& state) {
   const int64_t cols = state.range(0), rows = total_elements / cols;
   tb::cuda_stream stream;
-  const size_t elements = static_cast<size_t>(total_elements);
+  const size_t elements = static_cast<size_t>(rows * cols);
   tb::device_array<bf16> x(elements), y(elements);
   tb::fill_uniform(x.data(), x.size(), 1, stream, -4.f, 4.f);
   const tk::softmax_forward_args args{.y = y.data(),
@@ -33,14 +36,14 @@ void BM_softmax_forward(benchmark::State& state) {
                                       .type = tilekit::dtype::bf16};
   tb::time_on_stream(state, stream, [&] { tk::softmax_forward(args, stream); });
   constexpr int tensors_moved = 2;  // x read, y written
-  tb::set_throughput(state, 0, double(tensors_moved) * double(total_elements) * sizeof(bf16));
+  tb::set_throughput(state, 0, double(tensors_moved) * double(elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
 }
 
 void BM_softmax_backward(benchmark::State& state) {
   const int64_t cols = state.range(0), rows = total_elements / cols;
   tb::cuda_stream stream;
-  const size_t elements = static_cast<size_t>(total_elements);
+  const size_t elements = static_cast<size_t>(rows * cols);
   tb::device_array<bf16> y(elements), dy(elements), dx(elements);
   tb::fill_uniform(y.data(), y.size(), 1, stream, 0.f, 2.f / float(cols));
   tb::fill_uniform(dy.data(), dy.size(), 2, stream);
@@ -55,7 +58,7 @@ void BM_softmax_backward(benchmark::State& state) {
                                        .type = tilekit::dtype::bf16};
   tb::time_on_stream(state, stream, [&] { tk::softmax_backward(args, stream); });
   constexpr int tensors_moved = 3;  // y and dy read, dx written
-  tb::set_throughput(state, 0, double(tensors_moved) * double(total_elements) * sizeof(bf16));
+  tb::set_throughput(state, 0, double(tensors_moved) * double(elements) * sizeof(bf16));
   tb::copy_ceiling_ratio(state);
 }
 
@@ -65,8 +68,18 @@ void widths(benchmark::internal::Benchmark* b) {
   for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
 }
 
+// Odd widths (M = floor(2^28 / N) rows): rows of an odd number of 16-bit elements are not
+// 16-byte aligned, so the kernels take their direct path (row_kernel.cuh, "Unaligned
+// matrices"). Each width sits in the size class of the aligned width above it.
+void odd_widths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N"});
+  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
+}
+
 }  // namespace
 
 TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(widths);
 TILEKIT_BENCHMARK(BM_softmax_backward)->Apply(widths);
+TILEKIT_BENCHMARK(BM_softmax_forward)->Name("BM_softmax_forward_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_softmax_backward)->Name("BM_softmax_backward_odd")->Apply(odd_widths);
 TILEKIT_BENCHMARK_MAIN()

@@ -6,7 +6,7 @@
 # san.log, python.log.
 #
 # Usage, from the repository root:
-#   [TARGETS="..."] [BENCHES="bench_norms ..."] [SAN="tool:test[:gtest_filter] ..."] \
+#   [TARGETS="..."] [BENCHES="bench_norms ..."] [FILTER=regex] [SAN="tool:test[:gtest_filter] ..."] \
 #   [CTEST_ARGS="-R ..."] [PYTEST=0] [DEADLINE=570] tools/device_check.sh
 #
 #   TARGETS   CMake targets to build (default all). A fresh machine builds everything but the
@@ -15,6 +15,7 @@
 #             (the others would be reported as not run).
 #   BENCHES   benchmark binaries to run, in order (default the three row-kernel ones, ~50 s
 #             each; empty: none).
+#   FILTER    --benchmark_filter for every benchmark binary (default: all of its benchmarks).
 #   SAN       compute-sanitizer runs on test binaries, e.g.
 #             "memcheck:test_norms:Norms.LayerForwardBf16 racecheck:test_reduce". They run with
 #             TILEKIT_TEST_SMALL=1 (tests/common/gpu_test.cuh: the tests that honour it take
@@ -43,7 +44,7 @@ note "built"
 
 for bench in ${BENCHES-bench_norms bench_softmax bench_cross_entropy}; do
   note "== $bench"
-  "$build/bench/$bench" --benchmark_out="$out/$bench.json" --benchmark_out_format=json > "/tmp/$bench.txt" 2>&1
+  "$build/bench/$bench" ${FILTER:+--benchmark_filter=$FILTER} --benchmark_out="$out/$bench.json" --benchmark_out_format=json > "/tmp/$bench.txt" 2>&1
   echo "rc=$?"
   grep -m2 -i "ceilings\|error" "/tmp/$bench.txt"
 done
