@@ -117,8 +117,9 @@
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
 // matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
 // the same ops run on a direct path (Staged = false): one CTA per item copies the item's rows
-// into one shared stage with ordinary loads, then computes; correct for any alignment, but
-// without the prefetch. Either way an op reads its rows from shared memory, 16-byte aligned.
+// into one shared stage with ordinary loads (row_stream::copy), then computes; correct for any
+// alignment, but without the prefetch. Either way an op reads its rows from shared memory,
+// 16-byte aligned.
 //
 // A row op is a struct with (see the kernels' .cu files for real ones; row_op_defaults below
 // supplies the ones marked *):
@@ -868,19 +869,13 @@ struct row_item_order {
   }
 };
 
-// The direct path's copy of an item into stage 0: every thread moves elements of the item's
-// rows with ordinary loads (any alignment; consecutive threads, consecutive elements), then
-// the CTA synchronizes. Used only for matrices that bulk copies cannot move.
+// The direct path's copy of an item into stage 0 (row_stream::copy: every thread, 16-byte
+// loads realigned in registers), then the CTA synchronizes. Used only for matrices that bulk
+// copies cannot move.
 template <class S, class T, int K, class Stream>
 TILEKIT_DEVICE TILEKIT_INLINE void copy_item(const Stream& stream, const row_source<T> (&sources)[K], int64_t first_row,
                                              int64_t rows, int col0, int chunk) {
-  const int present = int(min(int64_t(S::rows_per_item), rows - first_row));
-  for (int i = 0; i < K; ++i)
-    for (int r = 0; r < present; ++r) {
-      const T* src = sources[i].base + (first_row + r) * sources[i].stride + col0;
-      T* dst = stream.data(0, i, r);
-      for (int c = threadIdx.x; c < chunk; c += S::cta_threads) dst[c] = __ldcs(src + c);
-    }
+  stream.template copy<S::cta_threads>(0, sources, first_row, rows, col0, chunk);
   __syncthreads();
 }
 

@@ -264,17 +264,18 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
 }
 
 // Every size class (clusters of 2, 4, 8 and 16 CTAs from 20000 columns on); odd pads make rows
-// misaligned (element path); rows not multiples of the rows per CTA; M = 1 for the widest.
+// misaligned (the direct path, row_stream::copy), as do odd widths; rows not multiples of the
+// rows per CTA; M = 1 for the widest.
 const shape forward_shapes[] = {
     {3, 1, 0},      {5, 7, 3},      {37, 100, 0},  {9, 300, 1},   {16, 1000, 8}, {16, 1024, 0},
     {4, 1500, 0},   {3, 3000, 2},   {4, 4097, 5},  {3, 8192, 0},  {2, 16000, 8}, {2, 20000, 0},
-    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {1, 262144, 0}};
+    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
 // clusters of 2, 4, 8 and 16 CTAs).
 const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},      {2500, 100, 0}, {70, 300, 2},  {40, 1000, 8},
                                  {600, 1500, 0}, {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},  {2, 16000, 8},
-                                 {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1}, {1, 262144, 0}};
+                                 {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
 
 class Norms : public GpuTest {};
 

@@ -42,11 +42,14 @@
 //
 // Alignment: bulk copies need 16-byte aligned global addresses and byte counts. A matrix can be
 // streamed only when its base address, its row stride in bytes and the chunk bytes of every
-// CTA are multiples of 16 (bulk_copyable()); kernels check it on the host and read rows
-// straight from global memory otherwise. Nothing outside [row start, row start + cols) is read.
+// CTA are multiples of 16 (bulk_copyable()); kernels check it on the host and otherwise move
+// each item with copy() (every thread, ordinary loads realigned in registers; no prefetch).
+// Either way nothing outside [row start, row start + cols) is read.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "tilekit/core/util.cuh"
 #include "tilekit/ops/memory/tma.cuh"
@@ -135,6 +138,45 @@ struct row_stream {
     }
   }
 
+  // Every thread of the CTA (Threads of them), then a CTA barrier before anyone reads the stage:
+  // the same rows and columns as issue(), for matrices that bulk copies cannot move (any
+  // alignment of T). Stage row r gets the chunk's elements as 16-byte units, unit j = elements
+  // [E j, E j + E) (E = 16 / sizeof(T)); the last unit's elements past the chunk become 0.
+  //
+  // A row that starts `a` elements past a 16-byte boundary is read as the 16-byte units of
+  // global memory that hold it: unit k holds the row's elements [E k - a, E k - a + E), so stage
+  // unit j is the last E - a elements of unit j and the first a of unit j + 1 (a funnel shift).
+  // A warp moves 32 x copy_units consecutive stage units per step: lane l loads units
+  // u0 + 32 i + l (i < copy_units; all loads in flight before the first use), takes unit k + 1
+  // from lane l + 1 by a shuffle (lane 31 from lane 0 of the next group, the last group's lane
+  // 31 loads it), and stores 16 bytes. Units that reach outside the chunk are loaded element by
+  // element, so nothing outside the chunk is read. The warps take (input, row, step) jobs in
+  // turn, so a 1K-column item of 16 rows keeps every warp busy.
+  //
+  // Measured (H200, bf16, 2026-12-04, bench_* *_odd, x copy): against the element-by-element
+  // copy it replaced (one 2-byte load per thread and step), the direct path's items of 16 rows
+  // of 1K columns went from 0.07-0.10 to 0.18-0.28, the wider classes by 0-40% (most by under
+  // 10%): there the copy was not what held that path at 0.1-0.4x (docs/performance.md,
+  // "Unaligned rows").
+  static constexpr int copy_units = 4;
+  template <int Threads>
+  TILEKIT_DEVICE TILEKIT_INLINE void copy(int stage, const row_source<T> (&sources)[Inputs], int64_t first_row,
+                                          int64_t total_rows, int col0, int chunk) const {
+    static_assert(Threads % warp_threads == 0, "row_stream::copy: whole warps");
+    constexpr int warps = Threads / warp_threads;
+    constexpr int step = warp_threads * copy_units;
+    if (chunk <= 0) return;
+    const int present = int(min(int64_t(Rows), total_rows - first_row));
+    const int steps = ceil_div(ceil_div(chunk, unit_elements), step);  // per row
+#pragma unroll
+    for (int i = 0; i < Inputs; ++i)
+      for (int job = warpid(); job < present * steps; job += warps) {
+        const int r = job / steps;
+        copy_step(data(stage, i, r), sources[i].base + (first_row + r) * sources[i].stride + col0, chunk,
+                  job % steps * step);
+      }
+  }
+
   // All threads: wait until the stage the ring points at holds its data.
   TILEKIT_DEVICE TILEKIT_INLINE void wait(const stage_ring<Stages>& ring) const { full_[ring.index].wait(ring.phase); }
   // Each consumer thread, after its last read of the stage the ring points at (this lap).
@@ -143,6 +185,74 @@ struct row_stream {
   // (this lap); then issue() may overwrite it.
   TILEKIT_DEVICE TILEKIT_INLINE void wait_released(const stage_ring<Stages>& ring) const {
     empty_[ring.index].wait(ring.phase);
+  }
+
+ private:
+  static constexpr int unit_elements = 16 / int(sizeof(T));
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "row_stream::copy: 16- or 32-bit elements");
+  using bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
+
+  // 16-byte unit k of the global row `src` (elements [E k - a, E k - a + E), see copy()), with
+  // the elements outside [0, count) as 0 and never read.
+  TILEKIT_DEVICE TILEKIT_INLINE static uint4 load_unit(const T* src, int a, int count, int k) {
+    constexpr int E = unit_elements;
+    const int first = E * k - a;
+    if (first >= 0 && first + E <= count)
+      return __ldcs(reinterpret_cast<const uint4*>(reinterpret_cast<uintptr_t>(src) - uintptr_t(a) * sizeof(T)) + k);
+    bits e[E];
+#pragma unroll
+    for (int t = 0; t < E; ++t) {
+      const int c = first + t;
+      e[t] = c >= 0 && c < count ? __ldcs(reinterpret_cast<const bits*>(src) + c) : bits(0);
+    }
+    uint4 v;
+    memcpy(&v, e, sizeof(v));
+    return v;
+  }
+
+  // Bytes [shift, shift + 16) of lo:hi (shift < 16, a multiple of sizeof(T), warp-uniform).
+  TILEKIT_DEVICE TILEKIT_INLINE static uint4 funnel(uint4 lo, uint4 hi, int shift) {
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int words = shift / 4, bits_in = shift % 4 * 8;
+    uint32_t s[5];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) s[i] = words == 0 ? w[i] : words == 1 ? w[i + 1] : words == 2 ? w[i + 2] : w[i + 3];
+    return {__funnelshift_r(s[0], s[1], bits_in), __funnelshift_r(s[1], s[2], bits_in),
+            __funnelshift_r(s[2], s[3], bits_in), __funnelshift_r(s[3], s[4], bits_in)};
+  }
+
+  TILEKIT_DEVICE TILEKIT_INLINE static uint4 shuffle(uint4 v, int lane) {
+    return {__shfl_sync(~0u, v.x, lane), __shfl_sync(~0u, v.y, lane), __shfl_sync(~0u, v.z, lane),
+            __shfl_sync(~0u, v.w, lane)};
+  }
+
+  // One warp: stage units [u0, u0 + 32 x copy_units) of one row (copy()).
+  TILEKIT_DEVICE TILEKIT_INLINE static void copy_step(T* dst, const T* src, int count, int u0) {
+    constexpr int E = unit_elements;
+    const int a = int(reinterpret_cast<uintptr_t>(src) % 16 / sizeof(T));
+    const int units = ceil_div(count, E), lane = laneid();
+    uint4 unit[copy_units];
+#pragma unroll
+    for (int i = 0; i < copy_units; ++i) unit[i] = load_unit(src, a, count, u0 + i * warp_threads + lane);
+    uint4* out = reinterpret_cast<uint4*>(dst);
+    if (a == 0) {  // the row is aligned: unit j is stage unit j
+#pragma unroll
+      for (int i = 0; i < copy_units; ++i)
+        if (const int j = u0 + i * warp_threads + lane; j < units) out[j] = unit[i];
+      return;
+    }
+    const uint4 after = lane == warp_threads - 1 ? load_unit(src, a, count, u0 + copy_units * warp_threads) : uint4{};
+#pragma unroll
+    for (int i = 0; i < copy_units; ++i) {
+      uint4 next = shuffle(unit[i], (lane + 1) % warp_threads);
+      if (i + 1 < copy_units) {
+        const uint4 first = shuffle(unit[i + 1], 0);
+        if (lane == warp_threads - 1) next = first;
+      } else if (lane == warp_threads - 1) {
+        next = after;
+      }
+      if (const int j = u0 + i * warp_threads + lane; j < units) out[j] = funnel(unit[i], next, a * int(sizeof(T)));
+    }
   }
 #endif
 };
