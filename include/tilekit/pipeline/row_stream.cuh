@@ -155,8 +155,8 @@ struct row_stream {
   //
   // Measured (H200, bf16, 2026-12-04, bench_* *_odd, x copy): against the element-by-element
   // copy it replaced (one 2-byte load per thread and step), the direct path's items of 16 rows
-  // of 1K columns went from 0.07-0.10 to 0.18-0.28, the wider classes by 0-40% (most by under
-  // 10%): there the copy was not what held that path at 0.1-0.4x (docs/performance.md,
+  // of 1K columns went from 0.07-0.10 to 0.18-0.28, 4K rows by 8-43%, wider rows mostly by
+  // under 10%: there the copy was not what held that path at 0.1-0.4x (docs/performance.md,
   // "Unaligned rows").
   static constexpr int copy_units = 4;
   template <int Threads>
@@ -174,6 +174,27 @@ struct row_stream {
         const int r = job / steps;
         copy_step(data(stage, i, r), sources[i].base + (first_row + r) * sources[i].stride + col0, chunk,
                   job % steps * step);
+      }
+  }
+
+  // Every thread of the CTA: ask L2 for the rows and columns that issue() / copy() would move
+  // (prefetch.global.L2, one per 128-byte line, at addresses inside the chunk only), so that a
+  // copy() of them later finds them in L2 instead of waiting for HBM. A hint: nothing waits for
+  // it and nothing is written.
+  template <int Threads>
+  TILEKIT_DEVICE TILEKIT_INLINE static void prefetch(const row_source<T> (&sources)[Inputs], int64_t first_row,
+                                                     int64_t total_rows, int col0, int chunk) {
+    constexpr int line = 128;
+    if (chunk <= 0 || first_row >= total_rows) return;
+    const int present = int(min(int64_t(Rows), total_rows - first_row));
+    const int bytes = chunk * int(sizeof(T));
+    const int lines = bytes / line + 2;  // at most, for any start of the row in its line
+#pragma unroll
+    for (int i = 0; i < Inputs; ++i)
+      for (int job = threadIdx.x; job < present * lines; job += Threads) {
+        const uintptr_t start = reinterpret_cast<uintptr_t>(sources[i].base + (first_row + job / lines) * sources[i].stride + col0);
+        const uintptr_t at = max(start, (start / line + job % lines) * line);
+        if (at < start + uintptr_t(bytes)) asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
       }
   }
 
