@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,6 +90,26 @@ class device_buffer {
   T* ptr_ = nullptr;
   size_t count_ = 0;
 };
+
+// Raw bits of an element (up to 4 bytes), so comparisons are exact and NaN-safe; and back.
+template <class T>
+uint32_t raw_bits(T x) {
+  static_assert(sizeof(T) <= 4, "raw_bits: elements of up to 4 bytes");
+  uint32_t b = 0;
+  std::memcpy(&b, &x, sizeof(T));
+  return b;
+}
+template <class T>
+T from_raw_bits(uint32_t b) {
+  T x;
+  std::memcpy(&x, &b, sizeof(T));
+  return x;
+}
+// The bits of an element that device_buffer's poison (all bytes 0xFF) leaves.
+template <class T>
+uint32_t poison_bits() {
+  return sizeof(T) == 4 ? 0xFFFFFFFFu : (1u << (8 * sizeof(T))) - 1;
+}
 
 // Uniform random values in [lo, hi), rounded to T.
 template <class T>

@@ -43,20 +43,6 @@ __global__ void copy_kernel(row_source<T> a, row_source<T> b, int64_t first_row,
   for (int i = threadIdx.x; i < elements; i += Threads) out[i] = stage[i];
 }
 
-template <class T>
-uint32_t bits_of(T x) {
-  uint32_t b = 0;
-  std::memcpy(&b, &x, sizeof(T));
-  return b;
-}
-
-template <class T>
-T from_bits(uint32_t b) {
-  T x;
-  std::memcpy(&x, &b, sizeof(T));
-  return x;
-}
-
 struct copy_case {
   int offset[inputs];  // elements between each source's aligned allocation and its row 0
   int64_t stride;      // elements between rows
@@ -68,7 +54,7 @@ struct copy_case {
 // (the first few are reported).
 template <class T, int Threads>
 int run_case(const copy_case& c) {
-  constexpr uint32_t poison = sizeof(T) == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+  const uint32_t poison = poison_bits<T>();
   constexpr int E = 16 / int(sizeof(T));
   const int present = int(std::min<int64_t>(stage_rows, c.total_rows - c.first_row));
   // Source i: rows [0, total_rows) of `stride` elements, starting `offset[i]` elements into the
@@ -79,7 +65,7 @@ int run_case(const copy_case& c) {
   for (int i = 0; i < inputs; ++i) {
     const size_t count = size_t(c.offset[i] + (c.total_rows - 1) * c.stride + c.col0 + c.chunk);
     std::vector<T> h(count);
-    for (size_t e = 0; e < count; ++e) h[e] = from_bits<T>(uint32_t((e * 2654435761u + 12345u * (i + 1)) & poison) & ~1u);
+    for (size_t e = 0; e < count; ++e) h[e] = from_raw_bits<T>(uint32_t((e * 2654435761u + 12345u * (i + 1)) & poison) & ~1u);
     sources.emplace_back(h);
     hosts.push_back(std::move(h));
     rs[i] = {sources.back().get() + c.offset[i], c.stride};
@@ -100,10 +86,10 @@ int run_case(const copy_case& c) {
       for (int col = 0; col < stage_cols; ++col) {
         uint32_t want = poison;
         if (r < present && col < c.chunk)
-          want = bits_of(hosts[i][size_t(c.offset[i] + (c.first_row + r) * c.stride + c.col0 + col)]);
+          want = raw_bits(hosts[i][size_t(c.offset[i] + (c.first_row + r) * c.stride + c.col0 + col)]);
         else if (r < present && col < chunk_units)
           want = 0;
-        const uint32_t have = bits_of(got[size_t((i * stage_rows + r) * stage_cols + col)]);
+        const uint32_t have = raw_bits(got[size_t((i * stage_rows + r) * stage_cols + col)]);
         if (have != want && ++bad <= 5)
           ADD_FAILURE() << "input " << i << " row " << r << " col " << col << ": 0x" << std::hex << have << " want 0x"
                         << want << std::dec << " (offsets " << c.offset[0] << "," << c.offset[1] << ", stride "

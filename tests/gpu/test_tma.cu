@@ -31,18 +31,6 @@ namespace {
 
 constexpr int block_threads = 128;
 
-// Raw bits of an element, so comparisons are exact and NaN-safe.
-template <class T>
-uint32_t bits(T x) {
-  uint32_t b = 0;
-  std::memcpy(&b, &x, sizeof(T));
-  return b;
-}
-template <class T>
-uint32_t poison_bits() {
-  return sizeof(T) == 4 ? 0xFFFFFFFFu : (1u << (8 * sizeof(T))) - 1;  // device_buffer poisons with 0xFF bytes
-}
-
 // The grid of tiles covering a view (tile index -> top-left coordinate).
 template <class ST>
 struct tile_grid {
@@ -154,8 +142,8 @@ void check_load(const view_spec& v, int row_shift = 0, int col_shift = 0) {
         const coord x{o.b, o.d, o.r + r, o.c + c};
         const bool inside = g.contains(x);
         out_of_bounds += !inside;
-        const uint32_t expected = inside ? bits(host[size_t(g.offset(x))]) : 0u;  // zero fill
-        const uint32_t got = bits(out[size_t(t) * ST::elements + r * ST::cols + c]);
+        const uint32_t expected = inside ? raw_bits(host[size_t(g.offset(x))]) : 0u;  // zero fill
+        const uint32_t got = raw_bits(out[size_t(t) * ST::elements + r * ST::cols + c]);
         if (got != expected && wrong++ < 5)
           ADD_FAILURE() << "tile " << t << " (" << r << ", " << c << "): got 0x" << std::hex << got << " expected 0x"
                         << expected << std::dec << (inside ? "" : " (zero fill)");
@@ -210,7 +198,7 @@ void check_store(const view_spec& v) {
   for (size_t i = 0; i < out.size(); ++i) {
     bool ok;
     if (!in_tensor[i]) {
-      ok = bits(out[i]) == bits(before[i]);  // padding / clipped: not written
+      ok = raw_bits(out[i]) == raw_bits(before[i]);  // padding / clipped: not written
       untouched += ok;
     } else if constexpr (Kind == store_kind::store) {
       ok = to_double(out[i]) == expected[i];
@@ -222,7 +210,7 @@ void check_store(const view_spec& v) {
                     << to_double(out[i]) << " expected " << (in_tensor[i] ? expected[i] : to_double(before[i]));
   }
   EXPECT_EQ(wrong, 0u);
-  if (Kind == store_kind::store) EXPECT_EQ(bits(before[0]), poison_bits<T>());
+  if (Kind == store_kind::store) EXPECT_EQ(raw_bits(before[0]), poison_bits<T>());
 }
 
 // 150 x 200: 3 x 4 tiles of 64 x 64, last row tile 22 rows, last column tile 8 columns.
@@ -322,8 +310,8 @@ void check_multicast() {
     for (int k = 0; k < multicast_cluster; ++k) {
       const int tile = (cta / multicast_cluster) * multicast_cluster + k;
       for (int e = 0; e < ST::elements; ++e) {
-        const uint32_t expected = bits(host[(size_t(tile) * ST::rows + e / ST::cols) * cols + e % ST::cols]);
-        const uint32_t value = bits(got[(size_t(cta) * multicast_cluster + k) * ST::elements + e]);
+        const uint32_t expected = raw_bits(host[(size_t(tile) * ST::rows + e / ST::cols) * cols + e % ST::cols]);
+        const uint32_t value = raw_bits(got[(size_t(cta) * multicast_cluster + k) * ST::elements + e]);
         if (value != expected && wrong++ < 5)
           ADD_FAILURE() << "cta " << cta << " tile slot " << k << " element " << e << ": got 0x" << std::hex << value
                         << " expected 0x" << expected;
