@@ -1079,25 +1079,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         here.segment = segment;
         here.segments = segments;
       }
-      if constexpr (Staged) {
-        stream.wait(ring);
-      } else {
-        copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
-        // The next unit (the item's next segment, or the next item) into L2 while this one is
-        // computed: the direct path's only prefetch. With persistent workers (plan_rows), against
-        // the copy alone (bench_* *_odd, H200, 2026-12-04, two runs, not a same-run A/B):
-        // LayerNorm forward +16-74% (its weight and bias now loaded once per CTA), RMSNorm
-        // backward +9-14% at 4K, 50257 and 256K columns, CE forward +2-16%, softmax backward and
-        // CE backward +16-18% at 256K; but -4-11% for the kernels that write a row at 4K-16K
-        // (softmax, CE with dlogits, CE backward, RMSNorm forward at 16K) and the CE forward with
-        // dlogits at every width (docs/performance.md, "Unaligned rows").
-        const bool next_segment = S::segmented && segment + 1 < segments;
-        const int64_t next_item = next_segment ? item : order.after(item, use, 1);
-        const int next_col0 = next_segment ? here.col0 + S::chunk_cols : at.col0;
-        if (next_item < items)
-          stream_t::template prefetch<S::cta_threads>(sources, next_item * S::rows_per_item, rows, next_col0,
-                                                      min(int(S::chunk_cols), cols - next_col0));
-      }
+      if constexpr (Staged) stream.wait(ring);
+      else copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
       if (threadIdx.x == 0 && segment == 0) order.visit(use);
       const bool last_segment = segment + 1 == segments;
       bool left = false;  // this warp has left the stage (early release)
@@ -1191,11 +1174,7 @@ constexpr size_t row_kernel_shared_bytes() {
 // Workers (CTAs, or clusters) of this kernel that can be resident at once on the current device,
 // at most one per SM and at most row_worker_limit CTAs; cached per (kernel, device). Also sets
 // the kernel's attributes (shared memory opt-in, non-portable cluster size), which launches
-// rely on. Exception: the direct path of an op without per-worker results (whose workspace
-// does not depend on the workers) takes as many CTAs per SM as fit, since one CTA's copy
-// overlapping another's computation is the only overlap that path has (it copies, then
-// computes: no prefetch into shared memory). At the benchmarks' odd widths it changed nothing
-// (H200, 2026-12-04): those kernels' 72-128 registers fit one CTA of 512 threads per SM.
+// rely on.
 template <class Op, int I, bool Staged>
 int64_t resident_workers() {
   using S = row_schedule<I, Op>;
@@ -1216,17 +1195,16 @@ int64_t resident_workers() {
   if constexpr (Staged && row_claimable<Op, S>)  // the claimed variant: same launch shape
     set_attributes(row_kernel<Op, I, true, true>);
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
-  constexpr bool fill_sms = !Staged && !Op::per_worker_results;
   int64_t workers = 0;
   if constexpr (S::cluster_ctas > 1) {
     cluster::launch_config config = row_launch_config<S>(1, shared, nullptr);
     int clusters = 0;
     TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, config.get()));
-    workers = fill_sms ? clusters : std::min<int64_t>(clusters, sm_count / S::cluster_ctas);
+    workers = std::min<int64_t>(clusters, sm_count / S::cluster_ctas);
   } else {
     int per_sm = 0;
     TILEKIT_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, S::cta_threads, shared));
-    workers = per_sm >= 1 ? (fill_sms ? per_sm : 1) * int64_t(sm_count) : 0;
+    workers = per_sm >= 1 ? sm_count : 0;
   }
   if (workers < 1)
     throw error(::tilekit::detail::concat("row_kernel: not one worker of ", S::cluster_ctas, " CTA(s) x ",
@@ -1311,9 +1289,8 @@ inline int row_claim_slot(cudaStream_t stream) {
 }
 
 // Plan a launch of Op for p: the size class of p.cols, the staged path when every streamed
-// matrix is bulk-copyable, and the workers: persistent (the resident ones) on both paths (the
-// direct path's CTAs then load the op's per-CTA state, e.g. a norm's weight, once rather than
-// per item).
+// matrix is bulk-copyable, and the workers: persistent (the resident ones) when staged or when
+// the op keeps per-worker results, else one CTA (cluster) per item.
 template <class Op>
 row_launch plan_rows(const typename Op::params& p) {
   row_launch plan{Op::table.index(p.cols), false, 0, 0, item_order::fixed};
@@ -1322,7 +1299,7 @@ row_launch plan_rows(const typename Op::params& p) {
     plan.staged = can_stream<Op, S>(p);
     plan.items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
     const int64_t resident = plan.staged ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
-    plan.workers = std::min(plan.items, resident);
+    plan.workers = plan.staged || Op::per_worker_results ? std::min(plan.items, resident) : plan.items;
     // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32
     // (paced visits, items x CTAs per cluster, too: 2^31 rows of 16K+ columns do not fit in memory).
     if (plan.staged && plan.items < (int64_t(1) << 31)) plan.order = row_items_order<Op, S>;

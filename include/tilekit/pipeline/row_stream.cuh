@@ -177,27 +177,6 @@ struct row_stream {
       }
   }
 
-  // Every thread of the CTA: ask L2 for the rows and columns that issue() / copy() would move
-  // (prefetch.global.L2, one per 128-byte line, at addresses inside the chunk only), so that a
-  // copy() of them later finds them in L2 instead of waiting for HBM. A hint: nothing waits for
-  // it and nothing is written.
-  template <int Threads>
-  TILEKIT_DEVICE TILEKIT_INLINE static void prefetch(const row_source<T> (&sources)[Inputs], int64_t first_row,
-                                                     int64_t total_rows, int col0, int chunk) {
-    constexpr int line = 128;
-    if (chunk <= 0 || first_row >= total_rows) return;
-    const int present = int(min(int64_t(Rows), total_rows - first_row));
-    const int bytes = chunk * int(sizeof(T));
-    const int lines = bytes / line + 2;  // at most, for any start of the row in its line
-#pragma unroll
-    for (int i = 0; i < Inputs; ++i)
-      for (int job = threadIdx.x; job < present * lines; job += Threads) {
-        const uintptr_t start = reinterpret_cast<uintptr_t>(sources[i].base + (first_row + job / lines) * sources[i].stride + col0);
-        const uintptr_t at = max(start, (start / line + job % lines) * line);
-        if (at < start + uintptr_t(bytes)) asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-      }
-  }
-
   // All threads: wait until the stage the ring points at holds its data.
   TILEKIT_DEVICE TILEKIT_INLINE void wait(const stage_ring<Stages>& ring) const { full_[ring.index].wait(ring.phase); }
   // Each consumer thread, after its last read of the stage the ring points at (this lap).
