@@ -12,6 +12,7 @@
 
 #include "cross_entropy/cross_entropy.h"
 #include "harness/harness.cuh"
+#include "harness/row_widths.cuh"
 
 namespace tb = tilekit::bench;
 namespace tk = tilekit::kernels;
@@ -111,26 +112,12 @@ void BM_cross_entropy_backward(benchmark::State& state) {
   tb::copy_ceiling_ratio(state);
 }
 
-void widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"V"});
-  for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
-}
-
-// Odd vocabularies (M = floor(2^28 / V) rows; 50257 is GPT-2's): rows of an odd number of
-// 16-bit logits are not 16-byte aligned, so the kernels take their direct path
-// (row_kernel.cuh, "Unaligned matrices"). Each width sits in the size class of the aligned
-// width above it.
-void odd_widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"V"});
-  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
-}
-
 }  // namespace
 
-TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Apply(widths);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Apply(widths);
-TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Apply(widths);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Name("BM_cross_entropy_forward_with_gradient_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Apply(tb::row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Apply(tb::row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Apply(tb::row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_odd")->Apply(tb::odd_row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Name("BM_cross_entropy_forward_with_gradient_odd")->Apply(tb::odd_row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK_MAIN()

@@ -8,6 +8,7 @@
 // The working set (2^28 elements = 512 MiB per tensor) is ten times the L2, so inputs need no
 // rotation; the weight (<= 512 KiB) is meant to stay in L2 and is counted once.
 #include "harness/harness.cuh"
+#include "harness/row_widths.cuh"
 #include "norms/norms.h"
 
 namespace tb = tilekit::bench;
@@ -86,27 +87,14 @@ void BM_norm_backward(benchmark::State& state) {
   tb::copy_ceiling_ratio(state);
 }
 
-void widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"N"});
-  for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
-}
-
-// Odd widths (M = floor(2^28 / N) rows): rows of an odd number of 16-bit elements are not
-// 16-byte aligned, so the kernels take their direct path (row_kernel.cuh, "Unaligned
-// matrices"). Each width sits in the size class of the aligned width above it.
-void odd_widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"N"});
-  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
-}
-
 }  // namespace
 
-TILEKIT_BENCHMARK(BM_norm_forward<norm::rms>)->Name("BM_rms_norm_forward")->Apply(widths);
-TILEKIT_BENCHMARK(BM_norm_backward<norm::rms>)->Name("BM_rms_norm_backward")->Apply(widths);
-TILEKIT_BENCHMARK(BM_norm_forward<norm::layer>)->Name("BM_layer_norm_forward")->Apply(widths);
-TILEKIT_BENCHMARK(BM_norm_backward<norm::layer>)->Name("BM_layer_norm_backward")->Apply(widths);
-TILEKIT_BENCHMARK(BM_norm_forward<norm::rms>)->Name("BM_rms_norm_forward_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_norm_backward<norm::rms>)->Name("BM_rms_norm_backward_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_norm_forward<norm::layer>)->Name("BM_layer_norm_forward_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_norm_backward<norm::layer>)->Name("BM_layer_norm_backward_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_norm_forward<norm::rms>)->Name("BM_rms_norm_forward")->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_backward<norm::rms>)->Name("BM_rms_norm_backward")->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_forward<norm::layer>)->Name("BM_layer_norm_forward")->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_backward<norm::layer>)->Name("BM_layer_norm_backward")->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_forward<norm::rms>)->Name("BM_rms_norm_forward_odd")->Apply(tb::odd_row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_backward<norm::rms>)->Name("BM_rms_norm_backward_odd")->Apply(tb::odd_row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_forward<norm::layer>)->Name("BM_layer_norm_forward_odd")->Apply(tb::odd_row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_norm_backward<norm::layer>)->Name("BM_layer_norm_backward_odd")->Apply(tb::odd_row_widths<'N'>);
 TILEKIT_BENCHMARK_MAIN()

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "harness/harness.cuh"
+#include "harness/row_widths.cuh"
 #include "softmax/softmax.h"
 
 namespace tb = tilekit::bench;
@@ -62,24 +63,10 @@ void BM_softmax_backward(benchmark::State& state) {
   tb::copy_ceiling_ratio(state);
 }
 
-// The row widths of the issue (M = 2^28 / N rows).
-void widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"N"});
-  for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
-}
-
-// Odd widths (M = floor(2^28 / N) rows): rows of an odd number of 16-bit elements are not
-// 16-byte aligned, so the kernels take their direct path (row_kernel.cuh, "Unaligned
-// matrices"). Each width sits in the size class of the aligned width above it.
-void odd_widths(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"N"});
-  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
-}
-
 }  // namespace
 
-TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(widths);
-TILEKIT_BENCHMARK(BM_softmax_backward)->Apply(widths);
-TILEKIT_BENCHMARK(BM_softmax_forward)->Name("BM_softmax_forward_odd")->Apply(odd_widths);
-TILEKIT_BENCHMARK(BM_softmax_backward)->Name("BM_softmax_backward_odd")->Apply(odd_widths);
+TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_softmax_backward)->Apply(tb::row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_softmax_forward)->Name("BM_softmax_forward_odd")->Apply(tb::odd_row_widths<'N'>);
+TILEKIT_BENCHMARK(BM_softmax_backward)->Name("BM_softmax_backward_odd")->Apply(tb::odd_row_widths<'N'>);
 TILEKIT_BENCHMARK_MAIN()

@@ -18,7 +18,8 @@
 // Pieces: cuda_resources.cuh (device_array, cuda_stream, cuda_event),
 // random.cuh (fill_uniform), l2.cuh (l2_flusher, rotating_buffer: when to use
 // which), timer.cuh (gpu_timer, time_on_stream: the timing protocol),
-// ceilings.cuh (copy bandwidth, cuBLAS GEMM), counters.cuh (units), main.cuh.
+// ceilings.cuh (copy bandwidth, cuBLAS GEMM), counters.cuh (units), main.cuh; not included
+// here: row_widths.cuh (the row kernels' widths, aligned and odd).
 // The harness is CUDA code: include it from .cu files compiled by nvcc.
 
 #include "harness/ceilings.cuh"

@@ -1,0 +1,32 @@
+#pragma once
+// The row widths of the memory-bound row kernels' benchmarks (bench_norms, bench_softmax,
+// bench_cross_entropy), M = floor(2^28 / N) rows each:
+//
+//   TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(tb::row_widths<'N'>);   // the argument's name
+//
+// row_widths: the widths of the issue, 1K-256K, whose rows are 16-byte aligned (the staged
+// path). odd_row_widths: one odd width below each of 1K, 4K, 16K, 64K (GPT-2's vocabulary,
+// 50257) and 256K: rows of an odd number of 16-bit elements are not 16-byte aligned, so the
+// kernels take their direct path (kernels/common/row_kernel.cuh, "Unaligned matrices"); each
+// width sits in the size class of the aligned width above it.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+namespace tilekit::bench {
+
+template <char Name>
+void row_widths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({std::string(1, Name)});
+  for (int64_t n : {1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144}) b->Args({n});
+}
+
+template <char Name>
+void odd_row_widths(benchmark::internal::Benchmark* b) {
+  b->ArgNames({std::string(1, Name)});
+  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
+}
+
+}  // namespace tilekit::bench
