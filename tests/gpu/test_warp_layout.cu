@@ -4,7 +4,6 @@
 // Layout changes only move data, so results are compared bit for bit.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,12 +68,6 @@ __global__ void layout_kernel(const float* in, float* out, layout_op op) {
   }
 }
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 template <class Src>
 void check_layout_ops() {
   using T = typename Src::element;
@@ -97,7 +90,7 @@ void check_layout_ops() {
       for (int c = 0; c < C; ++c) {
         // The transposed result is stored as a C x R row-major matrix.
         const float got = transposes(op) ? out[c * R + r] : out[r * C + c];
-        mismatches += bits(got) != bits(in[r * C + c]);
+        mismatches += tkt::raw_bits(got) != tkt::raw_bits(in[r * C + c]);
       }
     EXPECT_EQ(mismatches, 0) << "of " << R * C << " elements";
   }
