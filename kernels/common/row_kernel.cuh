@@ -116,10 +116,16 @@
 //
 // Unaligned matrices. Bulk copies need 16-byte aligned rows (row_stream.cuh); when a streamed
 // matrix has a base address, a row stride or a row length that is not a multiple of 16 bytes,
-// the same ops run on a direct path (Staged = false): one CTA per item copies the item's rows
-// into one shared stage with ordinary loads (row_stream::copy), then computes; correct for any
-// alignment, but without the prefetch. Either way an op reads its rows from shared memory,
-// 16-byte aligned.
+// the same ops run on a SHIFTED stream (row_kernel<..., Aligned = false>): the same loop, ring and
+// item order, but each row chunk is bulk-copied as the 16-byte units that hold it and lands in
+// its stage row as it lies in global memory, `shift` elements past a unit boundary (the stage
+// rows are one unit longer). The op then gets a shifted_row for each input instead of a pointer
+// (stage_row<S>), and load_row_aligned / load_row_pairs_aligned realign each 16-byte group from
+// the two units it straddles (tilekit/ops/row_io.cuh), so an op's code is the same for both.
+// Shifted launches keep the static (or paced) order: a claimed variant would be one more kernel
+// per class. (Until 2026-12-04 such matrices took a direct path: one CTA per item copying its
+// rows with ordinary loads, no prefetch, 0.11-0.40x of copy: docs/performance.md, "Unaligned
+// rows".)
 //
 // A row op is a struct with (see the kernels' .cu files for real ones; row_op_defaults below
 // supplies the ones marked *):
@@ -135,23 +141,26 @@
 //                                                 (labels, saved statistics), fetched ahead
 // * template <class S> void begin(const P&, const row_place&, void* shared);  per-thread state
 //   template <class S, class Ctx>
-//   void row(const P&, const row_place&, int64_t row, row_scalars, const T* (&in)[K], const Ctx&);
+//   void row(const P&, const row_place&, int64_t row, row_scalars, const stage_row<S> (&in)[K], const Ctx&);
 // * template <class S> void end(const P&, const row_place&, void* shared);    per-worker results
-// `in[i]` points at this CTA's chunk of row `row` of matrix i in shared memory (16-byte
-// aligned: read it with load_row_aligned); ctx.reduce(value, op) reduces over the row's group.
+// `in[i]` (a stage_row<S>) is this CTA's chunk of row `row` of matrix i in shared memory: a
+// 16-byte aligned pointer, or a shifted_row for unaligned matrices; read it with
+// load_row_aligned / load_row_pairs_aligned (`in[i] + offset` with offset a multiple of the
+// 16-byte vector, and `in[i][column]`, work for both); ctx.reduce(value, op) reduces over the
+// row's group.
 //
 // Deferred rows (an op whose `deferred_rows(config)` is true for a size class): besides row(),
 // which the other classes use, the op splits its row in two halves,
 //   template <class S> struct pending { ... };        what finish() needs of a row (e.g. the
 //                                                      row itself, as packed pairs)
 //   template <class S> reduce_value partial(const P&, const row_place&, int64_t row, row_scalars,
-//                                           const T* (&in)[K], pending<S>&);   a warp-uniform partial
+//                                           const stage_row<S> (&in)[K], pending<S>&);   a warp-uniform partial
 //   template <class S> R total(const P&, const reduce_value* partials, uint32_t count) const;
 //                                                      the row's total from its warps' partials
 //                                                      (or its CTAs': combines_ctas_first)
 //   template <class S> void finish(const P&, const row_place&, int64_t row, const pending<S>&,
 //                                  R total);           the row's outputs
-// (and optionally template <class S> keep(const P&, const row_place&, const T* (&in)[K],
+// (and optionally template <class S> keep(const P&, const row_place&, const stage_row<S> (&in)[K],
 // pending<S>&), with keeps_stage = true, called after the previous row is finished, for what
 // finish() needs of the row but partial() need not keep: two rows' pending states are then
 // never live at once; streamed rows pass their last segment's stage; and, for clusters,
@@ -403,7 +412,7 @@ struct row_op_defaults {
     return {};
   }
   // Deferred rows: whether the op takes from the row's stage, with
-  //   template <class S> void keep(const P&, const row_place&, const T* (&in)[K], pending<S>&);
+  //   template <class S> void keep(const P&, const row_place&, const stage_row<S> (&in)[K], pending<S>&);
   // what finish() needs of it but partial() did not keep, once the previous row is finished (see
   // "Deferred rows").
   static constexpr bool keeps_stage = false;
@@ -418,8 +427,9 @@ struct row_op_defaults {
 #endif
 };
 
-// The compile-time schedule of size class `ConfigIndex` for row op Op.
-template <int ConfigIndex, class Op>
+// The compile-time schedule of size class `ConfigIndex` for row op Op; Shifted: for matrices
+// whose rows are not 16-byte aligned (a shifted row_stream; see "Unaligned matrices").
+template <int ConfigIndex, class Op, bool Shifted = false>
 struct row_schedule {
   using T = typename Op::element;
   static constexpr int Inputs = Op::inputs;
@@ -444,7 +454,13 @@ struct row_schedule {
   static constexpr bool segmented = segments > 1;
   static constexpr int max_cols = chunk_cols * cluster_ctas * segments;
 
-  static constexpr size_t stage_bytes = size_t(rows_per_item) * chunk_cols * sizeof(T) * Inputs;
+  static constexpr bool shifted = Shifted;
+  // What an op's row()/partial()/keep() get for each input's row: a 16-byte aligned pointer, or
+  // a shifted_row (tilekit/ops/row_io.cuh), which load_row_aligned / load_row_pairs_aligned read
+  // the same way.
+  using stage_row = std::conditional_t<Shifted, shifted_row<T>, const T*>;
+  static constexpr size_t stage_bytes =
+      size_t(rows_per_item) * (chunk_cols + (Shifted ? vector_elements<T> : 0)) * sizeof(T) * Inputs;
   // Deferred rows' posted reductions (static shared memory, row_reduce_storage): 4 rounds of
   // one partial per warp and CTA, e.g. 16 KiB for 16-byte partials of 16 warps x 16 CTAs.
   static constexpr size_t posted_bytes =
@@ -453,9 +469,10 @@ struct row_schedule {
                                                  : stream_budget_bytes;
   static constexpr size_t stream_bytes_available = OpSharedBytes < stream_budget ? stream_budget - OpSharedBytes : 0;
   static constexpr int stages = int(std::min<size_t>(Op::max_stages(config), stream_bytes_available / stage_bytes));
-  using stream = row_stream<T, Inputs, rows_per_item, chunk_cols, stages < 1 ? 1 : stages>;
+  using stream = row_stream<T, Inputs, rows_per_item, chunk_cols, stages < 1 ? 1 : stages, Shifted>;
 
   static_assert(stages >= 1, "row_schedule: not even one stage fits next to the op's shared memory");
+  static_assert(stream::stage_bytes == stage_bytes, "row_schedule: the stream's stages are the schedule's");
   static_assert(config.elements_per_thread % vector_elements<T> == 0,
                 "elements_per_thread must be a multiple of the 16-byte vector (8 for bf16/fp16, 4 for fp32)");
   static_assert(max_cols >= config.max_cols, "row_table: group threads x elements x cluster must cover max_cols");
@@ -591,6 +608,12 @@ template <class Op, class S>
 inline constexpr bool row_claimable = row_items_order<Op, S> == item_order::claimed;
 
 #if defined(__CUDACC__)
+// What an op's row() / partial() / keep() get for each input: `const T*` (aligned streams) or a
+// shifted_row (shifted ones); the ops read both with load_row_aligned / load_row_pairs_aligned,
+// `in[i] + offset` (whole 16-byte units) and `in[i][column]`.
+template <class S>
+using stage_row = typename S::stage_row;
+
 // Reduction scratch of a row kernel: one for floats (statistics) and one for the op's own
 // reduce_value when that is another type (e.g. LayerNorm backward's float2 of two sums).
 template <class S, class Value>
@@ -724,7 +747,7 @@ static __device__ row_claim_counter row_claim_counters[row_claim_slots];
 // checks the count that its previous visit's atomic returned (its latency hidden behind an
 // item) against row_pace_quarters, and only if that is short polls the counter. The wait holds
 // the CTA's threads at their next barrier and, through the ring, its loads. The last CTA out
-// resets the slot as a claimed launch does. Paceable = false (the direct path) compiles none of it.
+// resets the slot as a claimed launch does. Paceable = false compiles none of it.
 template <int Stages, bool Claimed, int Ranks = 1, bool Paceable = true>
 struct row_item_order {
   static constexpr int slots = 32;
@@ -869,16 +892,6 @@ struct row_item_order {
   }
 };
 
-// The direct path's copy of an item into stage 0 (row_stream::copy: every thread, 16-byte
-// loads realigned in registers), then the CTA synchronizes. Used only for matrices that bulk
-// copies cannot move.
-template <class S, class T, int K, class Stream>
-TILEKIT_DEVICE TILEKIT_INLINE void copy_item(const Stream& stream, const row_source<T> (&sources)[K], int64_t first_row,
-                                             int64_t rows, int col0, int chunk) {
-  stream.template copy<S::cta_threads>(0, sources, first_row, rows, col0, chunk);
-  __syncthreads();
-}
-
 // The total of deferred row `round` from its warps' partials (the op's fold).
 template <class S, class Op, class P, class Ctx>
 TILEKIT_DEVICE TILEKIT_INLINE auto deferred_total(const Op& op, const P& p, const Ctx& ctx, uint32_t round) {
@@ -909,10 +922,10 @@ struct in_flight_row {
   // Post this warp's partial of row `next`, run `posted()` (the early release of its stage),
   // finish this row, and put `next` in flight with what its finish() will need (next_state,
   // and what op.keep() takes from `in`, next's stage).
-  template <class P, class Ctx, class V, class T, int K, class Posted>
+  template <class P, class Ctx, class V, int K, class Posted>
   TILEKIT_DEVICE TILEKIT_INLINE void replace(Op& op, const P& p, const row_place& at, const Ctx& ctx, const V& partial,
                                              int64_t next, const typename Op::template pending<S>& next_state,
-                                             const T* (&in)[K], Posted posted) {
+                                             const stage_row<S> (&in)[K], Posted posted) {
     uint32_t next_round;
     if constexpr (S::cta_first)
       next_round = ctx.post_warps(partial, [&](const V* partials, uint32_t warps) {
@@ -927,24 +940,25 @@ struct in_flight_row {
   }
 };
 
-// Claimed: the items come from slot `claim_slot` of row_claim_counters (this launch's stream's;
-// staged and row_claimable only), else in the static order, paced on that slot if it is >= 0
-// (staged only).
-template <class Op, int ConfigIndex, bool Staged, bool Claimed = false>
+// Aligned: every streamed matrix is bulk_copyable (else the stream is shifted; see "Unaligned
+// matrices"). Claimed: the items come from slot `claim_slot` of row_claim_counters (this
+// launch's stream's; row_claimable only), else in the static order, paced on that slot if it is
+// >= 0.
+template <class Op, int ConfigIndex, bool Aligned, bool Claimed = false>
 __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename Op::params p, int claim_slot) {
-  using S = row_schedule<ConfigIndex, Op>;
+  using S = row_schedule<ConfigIndex, Op, !Aligned>;
   using T = typename Op::element;
   using stream_t = typename S::stream;
   constexpr int K = Op::inputs;
   static_assert(!row_claimable<Op, S> || (!S::segmented && !Op::per_worker_results),
                 "row_kernel: claims need rows in one stage each and no per-worker results (item_order_for)");
-  static_assert(!Claimed || (Staged && row_claimable<Op, S>), "row_kernel: only staged, claimable schedules claim");
+  static_assert(!Claimed || row_claimable<Op, S>, "row_kernel: only claimable schedules claim");
   extern __shared__ __align__(128) unsigned char dynamic_shared[];
   __shared__ row_reduce_storage<S, typename Op::reduce_value> storage;
 
   const row_place at = S::locate();
-  // Shared memory: the stream's stages (one stage on the direct path), then the op's own.
-  unsigned char* op_shared = dynamic_shared + (Staged ? stream_t::shared_bytes : stream_t::stage_bytes);
+  // Shared memory: the stream's stages, then the op's own.
+  unsigned char* op_shared = dynamic_shared + stream_t::shared_bytes;
   stream_t stream(dynamic_shared);
   const int64_t rows = p.rows;
   const int cols = p.cols;
@@ -960,12 +974,12 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // Only classes whose order is paced compile the pace (row_paceable): the others would carry
   // its per-item code unused, and it costs them (the cross-entropy forward's staged classes:
   // 3-6 KB more code each and 1-10% lower bandwidth at 1K-256K, same-run A/B, H200, 2026-12-02).
-  using order_t = row_item_order<stream_t::stages, Claimed, S::cluster_ctas, Staged && row_paceable<Op, S>>;
+  using order_t = row_item_order<stream_t::stages, Claimed, S::cluster_ctas, row_paceable<Op, S>>;
   __shared__ typename order_t::table_t claimed_items;
   order_t order{claimed_items, claim_slot, at.worker, at.workers};
   if (threadIdx.x == 0) {
     storage.init();
-    if constexpr (Staged) stream.init(row_cta_threads);  // empty[]: every thread (checkable release)
+    stream.init(row_cta_threads);  // empty[]: every thread (checkable release)
     for (int s = 0; s < stream_t::stages; ++s) stage_leavers[s] = 0;
     order.start();
   }
@@ -992,15 +1006,13 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
     if (target >= items) return;
     if constexpr (S::segmented) {
       const int col0 = at.col0 + unit % segments * S::chunk_cols;
-      stream.issue(stage, sources, target * S::rows_per_item, rows, col0, min(int(S::chunk_cols), cols - col0));
+      stream.issue(stage, sources, target * S::rows_per_item, rows, col0, min(int(S::chunk_cols), cols - col0), cols);
     } else {
-      stream.issue(stage, sources, target * S::rows_per_item, rows, at.col0, chunk);
+      stream.issue(stage, sources, target * S::rows_per_item, rows, at.col0, chunk, cols);
     }
   };
-  if constexpr (Staged) {
-    if (threadIdx.x == 0)
-      for (int s = 0; s < stream_t::stages; ++s) issue_ahead(s, order.first(), 0, 0, s);
-  }
+  if (threadIdx.x == 0)
+    for (int s = 0; s < stream_t::stages; ++s) issue_ahead(s, order.first(), 0, 0, s);
   const row_context<S, decltype(storage)> ctx{storage, at};
   // Per-row scalars (labels, saved statistics) are fetched one item ahead, so their global
   // latency overlaps the current item instead of stalling every row.
@@ -1066,7 +1078,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // item, each step (partial, release, post) its own `if` on the row's presence, lost 3-4% at
   // 16K-128K despite its smaller code; the cross-entropy forward with that loop still lost
   // 3-7% (release before the post) and 16-18% (after it) in its streamed rows.
-  constexpr bool early_release = Staged && defer && Op::releases_early(S::config) && S::config.rows_per_group == 1;
+  constexpr bool early_release = defer && Op::releases_early(S::config) && S::config.rows_per_group == 1;
   static_assert(!(Op::releases_early(S::config) && Op::keeps_stage), "row_kernel: keep() needs the stage after partial()");
   for (; item < items; ++use) {
     scalars next[rows_per_group];
@@ -1079,8 +1091,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         here.segment = segment;
         here.segments = segments;
       }
-      if constexpr (Staged) stream.wait(ring);
-      else copy_item<S>(stream, sources, item * S::rows_per_item, rows, here.col0, min(int(S::chunk_cols), cols - here.col0));
+      stream.wait(ring);
       if (threadIdx.x == 0 && segment == 0) order.visit(use);
       const bool last_segment = segment + 1 == segments;
       bool left = false;  // this warp has left the stage (early release)
@@ -1096,9 +1107,15 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         // forward 64K -0.6-0.7%, every other cell within 0.5% in both rounds or within 0.3% in
         // one (docs/performance.md, "The row test").
         if (S::rows_per_item == 1 || row < rows) {
-          const T* in[K];
+          typename S::stage_row in[K];
 #pragma unroll
-          for (int i = 0; i < K; ++i) in[i] = stream.data(ring.index, i, slot);
+          for (int i = 0; i < K; ++i) {
+            if constexpr (S::shifted)
+              in[i] = stream.row(ring.index, i, slot, sources[i], item * S::rows_per_item, here.col0,
+                                 min(int(S::chunk_cols), cols - here.col0), cols);
+            else
+              in[i] = stream.data(ring.index, i, slot);
+          }
           // Early release, once partial() has read the stage: before the partial is posted, or,
           // where each CTA's last warp to post combines the CTA's partials (S::cta_first), after
           // it: a refill issued first would delay the one post that every CTA of the row waits
@@ -1125,15 +1142,13 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         if constexpr (has_scalars)
           if (last_segment) current[k] = next[k];
       }
-      if constexpr (Staged && (S::groups > 1 || defer)) {
+      if constexpr (S::groups > 1 || defer) {
         if (!left) leave_stage(segment);
         ring.advance();
-      } else if constexpr (Staged) {
+      } else {
         __syncthreads();  // every thread is done with this stage: refill it
         if (threadIdx.x == 0) issue_ahead(ring.index, item, use, segment, stream_t::stages);
         ring.advance();
-      } else {
-        __syncthreads();  // every thread is done with the stage: the next copy_item may overwrite it
       }
     }
     item = order.after_in_warp(item, use, 1);  // read again rather than held across the row: one register less
@@ -1165,34 +1180,34 @@ cluster::launch_config row_launch_config(int64_t workers, size_t shared, cudaStr
 }
 
 // Dynamic shared memory of a launch.
-template <class Op, int I, bool Staged>
+template <class Op, int I, bool Aligned>
 constexpr size_t row_kernel_shared_bytes() {
-  using S = row_schedule<I, Op>;
-  return (Staged ? S::stream::shared_bytes : S::stream::stage_bytes) + S::OpSharedBytes;
+  using S = row_schedule<I, Op, !Aligned>;
+  return S::stream::shared_bytes + S::OpSharedBytes;
 }
 
 // Workers (CTAs, or clusters) of this kernel that can be resident at once on the current device,
 // at most one per SM and at most row_worker_limit CTAs; cached per (kernel, device). Also sets
 // the kernel's attributes (shared memory opt-in, non-portable cluster size), which launches
 // rely on.
-template <class Op, int I, bool Staged>
+template <class Op, int I, bool Aligned>
 int64_t resident_workers() {
-  using S = row_schedule<I, Op>;
+  using S = row_schedule<I, Op, !Aligned>;
   static std::mutex mutex;
   static std::map<int, int64_t> cache;
   int device = 0;
   TILEKIT_CHECK_CUDA(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(device); it != cache.end()) return it->second;
-  auto kernel = row_kernel<Op, I, Staged>;
-  constexpr size_t shared = row_kernel_shared_bytes<Op, I, Staged>();
+  auto kernel = row_kernel<Op, I, Aligned>;
+  constexpr size_t shared = row_kernel_shared_bytes<Op, I, Aligned>();
   // The 48 KiB default counts static + dynamic shared memory (HOPPER_NOTES 9.1): always opt in.
   auto set_attributes = [&](auto k) {
     if (S::cluster_ctas > 8) cluster::allow_wide(k);
     TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
   };
   set_attributes(kernel);
-  if constexpr (Staged && row_claimable<Op, S>)  // the claimed variant: same launch shape
+  if constexpr (Aligned && row_claimable<Op, S>)  // the claimed variant: same launch shape
     set_attributes(row_kernel<Op, I, true, true>);
   const int sm_count = int(std::min<int64_t>(query_device(device).sm_count, row_worker_limit));
   int64_t workers = 0;
@@ -1228,14 +1243,15 @@ inline int64_t row_groups(int64_t cols, const row_table& table = default_row_tab
   return row_cta_threads / table.configs[table.index(cols)].group_threads;
 }
 
-// A planned launch: size class, path and worker count (known before the launch, so that ops
-// with per-worker results can lay out their workspace), and the order of its items.
+// A planned launch: size class, stream (aligned or shifted) and worker count (known before the
+// launch, so that ops with per-worker results can lay out their workspace), and the order of its
+// items.
 struct row_launch {
   int config_index;
-  bool staged;
+  bool aligned;  // every streamed matrix is bulk_copyable (else a shifted stream)
   int64_t workers;
   int64_t items;
-  item_order order;  // the class's order (Op::item_order_for) when staged, else fixed
+  item_order order;  // the class's order (Op::item_order_for); shifted launches: paced or fixed
 };
 
 // Item order (see "Item order" and "Paced order" at the top). TILEKIT_ROW_ORDER, read once:
@@ -1288,28 +1304,30 @@ inline int row_claim_slot(cudaStream_t stream) {
   return count++;
 }
 
-// Plan a launch of Op for p: the size class of p.cols, the staged path when every streamed
-// matrix is bulk-copyable, and the workers: persistent (the resident ones) when staged or when
-// the op keeps per-worker results, else one CTA (cluster) per item.
+// Plan a launch of Op for p: the size class of p.cols, an aligned stream when every streamed
+// matrix is bulk-copyable (else a shifted one), and the workers: the resident ones (persistent).
+// Shifted launches take the class's order only where it is paced: the claimed order would be a
+// fourth kernel per class (compile time and code size) for a path that no measurement has
+// claimed yet.
 template <class Op>
 row_launch plan_rows(const typename Op::params& p) {
   row_launch plan{Op::table.index(p.cols), false, 0, 0, item_order::fixed};
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
-    plan.staged = can_stream<Op, S>(p);
+    plan.aligned = can_stream<Op, S>(p);
     plan.items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
-    const int64_t resident = plan.staged ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
-    plan.workers = plan.staged || Op::per_worker_results ? std::min(plan.items, resident) : plan.items;
+    const int64_t resident = plan.aligned ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
+    plan.workers = std::min(plan.items, resident);
     // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32
     // (paced visits, items x CTAs per cluster, too: 2^31 rows of 16K+ columns do not fit in memory).
-    if (plan.staged && plan.items < (int64_t(1) << 31)) plan.order = row_items_order<Op, S>;
+    constexpr item_order own = row_items_order<Op, S>;
+    if (plan.items < (int64_t(1) << 31) && (plan.aligned || own == item_order::paced)) plan.order = own;
   });
   return plan;
 }
 
 // The order a planned launch takes under TILEKIT_ROW_ORDER (before the launch-size rule).
 inline item_order row_setting_order(const row_launch& plan) {
-  if (!plan.staged) return item_order::fixed;
   switch (row_order_setting()) {
     case row_order::fixed: return item_order::fixed;
     // Only the classes whose own order is paced can pace (row_paceable); the others run static,
@@ -1329,27 +1347,25 @@ inline int row_claim_slot(const row_launch& plan, cudaStream_t stream) {
 }
 
 // Launch a planned launch in plan.order with claim slot `claim_slot` (-1: the static order; a
-// slot: the stream's, row_claim_slot(stream); the direct path ignores it).
+// slot: the stream's, row_claim_slot(stream)).
 template <class Op>
 void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, cudaStream_t stream, int claim_slot) {
-  const item_order order = plan.staged && claim_slot >= 0 ? plan.order : item_order::fixed;
+  const item_order order = claim_slot >= 0 ? plan.order : item_order::fixed;
   dispatch_row_config<Op::table>(plan.config_index, [&]<int I>() {
     using S = row_schedule<I, Op>;
     auto launch = [&](auto kernel, size_t shared, int slot) {
       cluster::launch_config config = row_launch_config<S>(plan.workers, shared, stream);
       TILEKIT_CHECK_CUDA(cudaLaunchKernelEx(config.get(), kernel, p, slot));
     };
-    constexpr size_t staged_shared = row_kernel_shared_bytes<Op, I, true>();
+    constexpr size_t aligned_shared = row_kernel_shared_bytes<Op, I, true>();
     // plan.order is the class's own order or fixed (plan_rows, row_setting_order), so a claimed
-    // or paced order reaches only the classes that compile it.
+    // or paced order reaches only the classes that compile it (claimed: aligned plans only).
     if constexpr (row_claimable<Op, S>) {
-      if (order == item_order::claimed) return launch(row_kernel<Op, I, true, true>, staged_shared, claim_slot);
+      if (order == item_order::claimed) return launch(row_kernel<Op, I, true, true>, aligned_shared, claim_slot);
     }
-    if constexpr (row_paceable<Op, S>) {
-      if (order == item_order::paced) return launch(row_kernel<Op, I, true>, staged_shared, claim_slot);
-    }
-    if (plan.staged) launch(row_kernel<Op, I, true>, staged_shared, -1);  // the static order
-    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), -1);
+    const int slot = row_paceable<Op, S> && order == item_order::paced ? claim_slot : -1;  // else the static order
+    if (plan.aligned) launch(row_kernel<Op, I, true>, aligned_shared, slot);
+    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), slot);
   });
 }
 // Launch a planned launch in the order row_order_setting() and the plan choose.

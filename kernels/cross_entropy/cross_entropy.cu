@@ -376,7 +376,7 @@ struct ce_forward_op : row_op_defaults {
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats partial(const params& p, const row_place& at, int64_t, const ce_row& r,
-                                                 const T* (&in)[1], pending<S>& out) {
+                                                 const stage_row<S> (&in)[1], pending<S>& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     // Streamed rows: segment 0 starts the label state, the segment that holds the label's
@@ -404,7 +404,7 @@ struct ce_forward_op : row_op_defaults {
   // and segment); the warp combines the threads' statistics (ce_stats_op) only at the row's last
   // segment, so the other segments need no shuffle at all.
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at, const T* segment,
+  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at, stage_row<S> segment,
                                                                  streamed_state& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
@@ -448,7 +448,7 @@ struct ce_forward_op : row_op_defaults {
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
-                                         const T* (&in)[1], const Ctx& ctx) {
+                                         const stage_row<S> (&in)[1], const Ctx& ctx) {
     if constexpr (WriteGradient) {
       row_with_gradient<S>(p, at, row, r, in, ctx);
     } else {  // rows of fewer than row_defer_min_warps warps: both halves at once
@@ -461,7 +461,7 @@ struct ce_forward_op : row_op_defaults {
  private:
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row_with_gradient(const params& p, const row_place& at, int64_t row, const ce_row& r,
-                                                       const T* (&in)[1], const Ctx& ctx) {
+                                                       const stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
@@ -584,7 +584,7 @@ struct ce_backward_op : row_op_defaults {
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
-                                         const T* (&in)[1], const Ctx&) {
+                                         const stage_row<S> (&in)[1], const Ctx&) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);

@@ -559,7 +559,7 @@ struct norm_forward_op : row_op_defaults {
 
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE reduce_value partial(const params& p, const row_place& at, int64_t row, row_scalars,
-                                                     const T* (&in)[inputs], pending<S>& held) {
+                                                     const stage_row<S> (&in)[inputs], pending<S>& held) {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
@@ -640,7 +640,7 @@ struct norm_forward_op : row_op_defaults {
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars scalars,
-                                         const T* (&in)[inputs], const Ctx& ctx) {
+                                         const stage_row<S> (&in)[inputs], const Ctx& ctx) {
     if constexpr (packed_rows<S>) {  // wide_rms: both halves of a deferred row at once
       static_assert(!is_layer, "packed classes are RMSNorm's only");
       pending<S> held;
@@ -789,7 +789,7 @@ struct norm_backward_op : row_op_defaults {
   };
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE reduce_value partial(const params& p, const row_place& at, int64_t, row_scalars stats,
-                                                     const T* (&in)[inputs], pending<S>& held) const {
+                                                     const stage_row<S> (&in)[inputs], pending<S>& held) const {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
@@ -812,7 +812,7 @@ struct norm_backward_op : row_op_defaults {
     return warp_reduce(make_float2(sum_gx, sum_xx), sum2_op{});
   }
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const T* (&in)[inputs],
+  TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const stage_row<S> (&in)[inputs],
                                           pending<S>& held) const {
     using layout = typename S::layout;
     const int cols_here = p.cols - at.col0;
@@ -879,7 +879,7 @@ struct norm_backward_op : row_op_defaults {
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars stats,
-                                         const T* (&in)[inputs], const Ctx& ctx) {
+                                         const stage_row<S> (&in)[inputs], const Ctx& ctx) {
     using layout = typename S::layout;
     constexpr int E = layout::elements;
     constexpr int V = layout::group_elements;

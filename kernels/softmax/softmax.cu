@@ -98,7 +98,7 @@ struct softmax_forward_op : row_op_defaults {
   };
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE exp2_sum partial(const params& p, const row_place& at, int64_t, row_scalars,
-                                                 const T* (&in)[1], pending<S>& held) {
+                                                 const stage_row<S> (&in)[1], pending<S>& held) {
     load_row_pairs_aligned<typename S::layout>(held.pairs, in[0], p.cols - at.col0, at.thread, convert<T>(-infinity));
     return warp_exp_sum(held.pairs);
   }
@@ -113,7 +113,7 @@ struct softmax_forward_op : row_op_defaults {
   }
 
   template <class S, class Ctx>
-  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[1],
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const stage_row<S> (&in)[1],
                                          const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
@@ -176,7 +176,7 @@ struct softmax_backward_op : row_op_defaults {
   }
 
   template <class S, class Ctx>
-  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const T* (&in)[2],
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const stage_row<S> (&in)[2],
                                          const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;

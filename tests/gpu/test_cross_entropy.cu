@@ -341,7 +341,7 @@ TEST_F(CrossEntropy, SmoothingAndZLossFp32) {
 // The forward without dlogits of 16-bit logits reads packed pairs from 1K columns on (32, then
 // 64 columns per thread; packed_row_table in kernels/common/row_kernel.cuh): every size class
 // of that table, the label smoothing sum over pairs with a tail, fp16 as well, and misaligned
-// rows (direct path).
+// rows (shifted stream).
 TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : {int64_t(1), int64_t(7), int64_t(100), int64_t(1000), int64_t(2000), int64_t(4097), int64_t(8192),
@@ -386,7 +386,7 @@ TEST_F(CrossEntropy, DeferredRowsManyRounds) {
 // as segments one after the other; row_kernel.cuh, "Streamed rows"): labels at the first and at
 // the last column of every segment (32768 bf16 / 16384 fp32 columns each), rows whose last
 // segments are skipped (131073 columns: 5 of the class's 8 segments; fp32 40000: 3 of 4, misaligned:
-// the direct path), label smoothing (the logits' sum over the segments), many rows per worker.
+// a shifted stream), label smoothing (the logits' sum over the segments), many rows per worker.
 TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
   for (int64_t step : {int64_t(32768), int64_t(32767)}) {
     const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_step = step};

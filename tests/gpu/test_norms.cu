@@ -264,7 +264,7 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
 }
 
 // Every size class (clusters of 2, 4, 8 and 16 CTAs from 20000 columns on); odd pads make rows
-// misaligned (the direct path, row_stream::copy), as do odd widths; rows not multiples of the
+// misaligned (the shifted stream), as do odd widths; rows not multiples of the
 // rows per CTA; M = 1 for the widest.
 const shape forward_shapes[] = {
     {3, 1, 0},      {5, 7, 3},      {37, 100, 0},  {9, 300, 1},   {16, 1000, 8}, {16, 1024, 0},
@@ -314,7 +314,7 @@ TEST_F(Norms, LayerForwardFp32OffsetRows) {
 // every worker posts > 8 rounds (each of the 4 posted buffers reused), at every deferred size
 // class: 4 / 8 / 16 warps per row (4, 2, 1 rows per CTA), clusters of 2, 4, 8 and 16 CTAs
 // (and RMSNorm's undeferred ones with as many rows). With the residual (h kept instead of x),
-// an odd stride (direct path), and (next test) offset rows: the warps' two-pass partials
+// an odd stride (shifted stream), and (next test) offset rows: the warps' two-pass partials
 // folded into one mean and M2 as exact as the fp32 path's.
 const shape deferred_shapes[] = {{4800, 4096, 0},  {2400, 8000, 0}, {1200, 16384, 0}, {600, 30000, 8},
                                  {300, 65543, 0}, {150, 131072, 0}, {80, 262144, 0}};
@@ -329,7 +329,7 @@ TEST_F(Norms, DeferredRowsManyRounds) {
 // RMSNorm of 16-bit rows with a 16-bit weight and no residual takes rows of 16K-32K columns in
 // one CTA, 64 columns per thread as packed pairs, the weight as a 16-bit thread vector
 // (rms_row_table): both ends of that class, bf16 and fp16, many rows per worker (claimed items),
-// a misaligned stride (direct path), one row.
+// a misaligned stride (shifted stream), one row.
 TEST_F(Norms, RmsForwardPackedClass) {
   for (const shape& s : {shape{1300, 16385, 0}, shape{700, 32768, 0}, shape{40, 24000, 3}, shape{1, 30001, 0}})
     run_forward<bf16, bf16>(kind::rms, s, false, false);
@@ -363,7 +363,7 @@ TEST_F(Norms, RmsBackwardFp16) {
 // cluster class (2, 4, 8, 16 CTAs; 66 / 30 / 15 / 7 workers on the H200: the co-resident
 // clusters, cudaOccupancyMaxActiveClusters), widths that end inside a thread's
 // columns, saved and recomputed statistics, the residual gradient, fp16 and an fp32 weight,
-// and an odd stride (direct path, deferred too).
+// and an odd stride (shifted stream, deferred too).
 TEST_F(Norms, RmsBackwardDeferredRowsManyRounds) {
   for (const shape& s : {shape{700, 30000, 0}, shape{350, 50008, 8}, shape{170, 131064, 0}, shape{90, 262144, 0}}) {
     run_backward<bf16, bf16>(kind::rms, s, true, false);

@@ -64,7 +64,7 @@ struct scale_op_in : tkd::row_op_defaults {
   TILEKIT_DEVICE static row_scalars fetch(const params& p, int64_t row) { return {p.scale[row]}; }
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars s,
-                                         const float* (&in)[1], const Ctx& ctx) {
+                                         const tkd::stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     float v[layout::elements];
@@ -158,7 +158,8 @@ class RowOrder : public GpuTest {};
 
 // Columns per size class of the default table (fp32: 4 columns per 16 bytes), the cluster
 // classes (the last with a CTA of the cluster past the row's end: 200000 columns over 16 CTAs
-// of 16384) and a misaligned row stride (direct path, which must ignore the slot).
+// of 16384) and rows that are not 16-byte aligned (a shifted stream: static order, paced for
+// the paced op; a claimed launch of it must leave the slot alone).
 struct shape {
   int cols;
   int64_t stride;
@@ -207,6 +208,9 @@ void back_to_back(tkd::item_order order) {
     problems.emplace_back(int64_t(3000 + 797 * i), (i % 2) ? 1000 : 3000, (i % 2) ? 1000 : 3000, rng);
   for (int i = 0; i < 4; ++i)  // clusters of 2 and 4 CTAs, several items per cluster
     problems.emplace_back(int64_t(700 + 97 * i), (i % 2) ? 20000 : 60000, (i % 2) ? 20000 : 60000, rng);
+  // Shifted streams (rows not 16-byte aligned) in between: a warp per row, and clusters of 2.
+  problems.emplace_back(int64_t(2500), 1001, 1003, rng);
+  problems.emplace_back(int64_t(600), 20001, 20001, rng);
   for (const problem& pr : problems)  // no synchronization in between
     launch(pr, s.stream, order == tkd::item_order::fixed ? -1 : slot, order);
   TILEKIT_CHECK_CUDA(cudaStreamSynchronize(s.stream));

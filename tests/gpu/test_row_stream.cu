@@ -1,20 +1,26 @@
-// row_stream::copy (tilekit/pipeline/row_stream.cuh): the copy of an item whose rows bulk copies
-// cannot move (the row kernels' direct path), for 16- and 32-bit elements, every start offset
-// of a row inside its 16-byte unit, chunks shorter than one unit, one unit, one warp step and
-// more, one and several rows of two inputs, and 128 or 512 threads.
+// Shifted row streams (tilekit/pipeline/row_stream.cuh, Shifted = true): the row kernels' stream
+// for matrices whose rows are not 16-byte aligned, and shifted_row's loads
+// (tilekit/ops/row_io.cuh), for 16- and 32-bit elements, every start offset of a row inside its
+// 16-byte unit, dense matrices (one copy per item) and strided ones (one copy per row chunk),
+// row lengths from 1 element to more than a stage row (chunks cut at col0), and items at the
+// matrix's start, middle and end.
 //
-// The stage is poisoned (all bits 1) before the copy and dumped after it. Every element is
-// checked bit for bit: the chunk's elements equal the source, the rest of the chunk's last
-// 16-byte unit is 0, everything after it (and every row past the matrix end) still holds the
-// poison. Each source is its own allocation, ending exactly at the last element the copy may
-// read, so that compute-sanitizer's memcheck reports any read past the chunk.
+// The stage is poisoned (all bits 1) before the copy. After it, every element of every row of
+// the item is read three ways and checked bit for bit against the source: element by element
+// (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
+// fill) and, for 16-bit rows, with load_row_pairs_aligned. Each source is its own allocation,
+// ending exactly at the matrix's last element, so that compute-sanitizer's memcheck reports any
+// read past the matrix (the stream moves the last unit element by element there).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/gpu_test.cuh"
+#include "tilekit/ops/memory/tma.cuh"
+#include "tilekit/ops/row_io.cuh"
 #include "tilekit/pipeline/row_stream.cuh"
 
 using namespace tilekit;
@@ -23,77 +29,118 @@ using namespace tilekit::testing;
 namespace {
 
 constexpr int stage_rows = 3, stage_cols = 2048, inputs = 2;
+constexpr float fill = -7.0f;
 
 template <class T>
-using stream_of = row_stream<T, inputs, stage_rows, stage_cols, 1>;
-
+using stream_of = row_stream<T, inputs, stage_rows, stage_cols, 1, true>;
 template <class T, int Threads>
-__global__ void copy_kernel(row_source<T> a, row_source<T> b, int64_t first_row, int64_t total_rows, int col0, int chunk,
-                            T* out) {
+using layout_of = row_layout<Threads, stage_cols / (Threads * vector_elements<T>), vector_elements<T>>;
+
+// out: the item's rows element by element; loaded: load_row_aligned's floats by column; pairs:
+// load_row_pairs_aligned's raw bits by column (16-bit rows). Each [input][row][stage_cols].
+template <class T, int Threads>
+__global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_row, int64_t total_rows, int col0,
+                               int chunk, int cols, T* out, float* loaded, uint32_t* pairs) {
   extern __shared__ __align__(128) unsigned char shared[];
   using stream_t = stream_of<T>;
+  using layout = layout_of<T, Threads>;
   stream_t stream(shared);
   constexpr int elements = int(stream_t::stage_bytes / sizeof(T));
   T* stage = stream.data(0, 0, 0);
   for (int i = threadIdx.x; i < elements; i += Threads) memset(stage + i, 0xFF, sizeof(T));
+  if (threadIdx.x == 0) stream.init(Threads);
+  tma::fence_shared_for_async();  // the poison before the bulk copies (another proxy) overwrite it
+  init_barriers_fence();
   __syncthreads();
   const row_source<T> sources[inputs] = {a, b};
-  stream.template copy<Threads>(0, sources, first_row, total_rows, col0, chunk);
-  __syncthreads();
-  for (int i = threadIdx.x; i < elements; i += Threads) out[i] = stage[i];
+  if (threadIdx.x == 0) stream.issue(0, sources, first_row, total_rows, col0, chunk, cols);
+  const stage_ring<1> ring;
+  stream.wait(ring);
+  const int present = int(min(int64_t(stage_rows), total_rows - first_row));
+  for (int i = 0; i < inputs; ++i)
+    for (int r = 0; r < present; ++r) {
+      const shifted_row<T> row = stream.row(0, i, r, sources[i], first_row, col0, chunk, cols);
+      const size_t at = size_t(i * stage_rows + r) * stage_cols;
+      for (int c = threadIdx.x; c < chunk; c += Threads) out[at + c] = row[c];
+      float v[layout::elements];
+      load_row_aligned<layout>(v, row, chunk, threadIdx.x, fill);
+#pragma unroll
+      for (int j = 0; j < layout::elements; ++j) loaded[at + layout::column(threadIdx.x, j)] = v[j];
+      if constexpr (is_16bit_float<T>) {
+        packed_t<T> p[layout::elements / 2];
+        load_row_pairs_aligned<layout>(p, row, chunk, threadIdx.x, convert<T>(fill));
+#pragma unroll
+        for (int j = 0; j < layout::elements / 2; ++j) {
+          unsigned short e[2];
+          memcpy(e, &p[j], sizeof(e));
+          const int c = layout::column(threadIdx.x, 2 * j);
+          pairs[at + c] = e[0];
+          pairs[at + c + 1] = e[1];
+        }
+      }
+    }
 }
 
-struct copy_case {
+struct shifted_case {
   int offset[inputs];  // elements between each source's aligned allocation and its row 0
   int64_t stride;      // elements between rows
+  int cols;            // the matrix's row length
   int64_t first_row, total_rows;
-  int col0, chunk;
+  int col0;            // the chunk's first column (its length: min(stage_cols, cols - col0))
 };
 
-// Runs one case and checks every element of the stage; returns the number of mismatches
-// (the first few are reported).
+// Runs one case and checks every element of the item; returns the number of mismatches (the
+// first few are reported).
 template <class T, int Threads>
-int run_case(const copy_case& c) {
+int run_case(const shifted_case& c) {
   const uint32_t poison = poison_bits<T>();
-  constexpr int E = 16 / int(sizeof(T));
   const int present = int(std::min<int64_t>(stage_rows, c.total_rows - c.first_row));
-  // Source i: rows [0, total_rows) of `stride` elements, starting `offset[i]` elements into the
-  // allocation, which ends at the last row's chunk end (the copy's last readable element).
+  const int chunk = std::min(stage_cols, c.cols - c.col0);
   std::vector<device_buffer<T>> sources;
   std::vector<std::vector<T>> hosts;
   row_source<T> rs[inputs];
   for (int i = 0; i < inputs; ++i) {
-    const size_t count = size_t(c.offset[i] + (c.total_rows - 1) * c.stride + c.col0 + c.chunk);
+    const size_t count = size_t(c.offset[i] + (c.total_rows - 1) * c.stride + c.cols);
     std::vector<T> h(count);
+    // Never all bits 1 (the poison): bit 0 is clear.
     for (size_t e = 0; e < count; ++e) h[e] = from_raw_bits<T>(uint32_t((e * 2654435761u + 12345u * (i + 1)) & poison) & ~1u);
     sources.emplace_back(h);
     hosts.push_back(std::move(h));
     rs[i] = {sources.back().get() + c.offset[i], c.stride};
   }
   using stream_t = stream_of<T>;
-  constexpr int elements = int(stream_t::stage_bytes / sizeof(T));
-  device_buffer<T> out(elements);
-  auto kernel = copy_kernel<T, Threads>;
+  const size_t outputs = size_t(inputs) * stage_rows * stage_cols;
+  device_buffer<T> out(outputs);
+  device_buffer<float> loaded(outputs);
+  device_buffer<uint32_t> pairs(outputs);
+  auto kernel = shifted_kernel<T, Threads>;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_t::shared_bytes)));
-  kernel<<<1, Threads, stream_t::shared_bytes>>>(rs[0], rs[1], c.first_row, c.total_rows, c.col0, c.chunk, out.get());
+  kernel<<<1, Threads, stream_t::shared_bytes>>>(rs[0], rs[1], c.first_row, c.total_rows, c.col0, chunk, c.cols,
+                                                 out.get(), loaded.get(), pairs.get());
   TILEKIT_CHECK_CUDA(cudaGetLastError());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<T> got = out.download();
-  const int chunk_units = c.chunk > 0 ? (c.chunk + E - 1) / E * E : 0;
+  const std::vector<float> got_loaded = loaded.download();
+  const std::vector<uint32_t> got_pairs = pairs.download();
   int bad = 0;
+  auto report = [&](const char* what, int i, int r, int col, uint32_t have, uint32_t want) {
+    if (have != want && ++bad <= 5)
+      ADD_FAILURE() << what << ": input " << i << " row " << r << " col " << col << ": 0x" << std::hex << have
+                    << " want 0x" << want << std::dec << " (offsets " << c.offset[0] << "," << c.offset[1]
+                    << ", stride " << c.stride << ", cols " << c.cols << ", rows " << c.first_row << ".."
+                    << c.first_row + present << " of " << c.total_rows << ", col0 " << c.col0 << ")";
+  };
   for (int i = 0; i < inputs; ++i)
-    for (int r = 0; r < stage_rows; ++r)
+    for (int r = 0; r < present; ++r)
       for (int col = 0; col < stage_cols; ++col) {
-        uint32_t want = poison;
-        if (r < present && col < c.chunk)
-          want = raw_bits(hosts[i][size_t(c.offset[i] + (c.first_row + r) * c.stride + c.col0 + col)]);
-        else if (r < present && col < chunk_units)
-          want = 0;
-        const uint32_t have = raw_bits(got[size_t((i * stage_rows + r) * stage_cols + col)]);
-        if (have != want && ++bad <= 5)
-          ADD_FAILURE() << "input " << i << " row " << r << " col " << col << ": 0x" << std::hex << have << " want 0x"
-                        << want << std::dec << " (offsets " << c.offset[0] << "," << c.offset[1] << ", stride "
-                        << c.stride << ", col0 " << c.col0 << ", chunk " << c.chunk << ", present " << present << ")";
+        const size_t at = size_t(i * stage_rows + r) * stage_cols + col;
+        const bool inside = col < chunk;
+        const T source = inside ? hosts[i][size_t(c.offset[i] + (c.first_row + r) * c.stride + c.col0 + col)] : T{};
+        if (inside) report("element", i, r, col, raw_bits(got[at]), raw_bits(source));
+        report("load_row_aligned", i, r, col, raw_bits(got_loaded[at]),
+               raw_bits(inside ? float(source) : fill));
+        if constexpr (is_16bit_float<T>)
+          report("load_row_pairs_aligned", i, r, col, got_pairs[at], raw_bits(inside ? source : T(fill)));
       }
   return bad;
 }
@@ -101,29 +148,33 @@ int run_case(const copy_case& c) {
 template <class T, int Threads>
 void every_case() {
   constexpr int E = 16 / int(sizeof(T));
-  constexpr int step = 32 * stream_of<T>::copy_units;  // units one warp moves per job
-  const int chunks[] = {1, E - 1, E, E + 1, 100, step * E - 1, step * E + 3, 1500, stage_cols};
   int bad = 0;
   for (int offset = 0; offset < E; ++offset)
-    for (int chunk : chunks)
-      for (int64_t stride : {int64_t(stage_cols), int64_t(stage_cols + 1), int64_t(stage_cols + E + 3)}) {
-        // Three rows from row 0; then the matrix's last row alone (rows past the end stay poisoned).
-        bad += run_case<T, Threads>({{offset, (offset + 3) % E}, stride, 0, 3, 0, chunk});
-        bad += run_case<T, Threads>({{offset, (offset + 1) % E}, stride, 4, 5, 0, chunk});
-        if (chunk + 7 <= stage_cols) bad += run_case<T, Threads>({{offset, offset}, stride, 1, 4, 7, chunk});
+    for (int cols : {1, E - 1, E + 1, 100, 1023, 1500, stage_cols - 3, stage_cols + 5})
+      for (int64_t stride : {int64_t(cols), int64_t(cols + 1), int64_t(cols + E + 3), int64_t((cols + E) / E * E)}) {
+        const int o[inputs] = {offset, (offset + 3) % E};
+        // From row 0 (the matrix's first unit), from the middle, and the matrix's last row
+        // alone (its last unit), with the second chunk of rows wider than a stage row.
+        bad += run_case<T, Threads>({{o[0], o[1]}, stride, cols, 0, 5, 0});
+        bad += run_case<T, Threads>({{o[0], o[1]}, stride, cols, 1, 7, 0});
+        bad += run_case<T, Threads>({{o[0], o[1]}, stride, cols, 4, 5, 0});
+        if (cols > stage_cols) {
+          bad += run_case<T, Threads>({{o[0], o[1]}, stride, cols, 0, 3, stage_cols});
+          bad += run_case<T, Threads>({{o[0], o[1]}, stride, cols, 2, 3, stage_cols});
+        }
         if (bad > 20) return;
       }
-  // An empty chunk copies nothing: the stage stays poisoned.
-  bad += run_case<T, Threads>({{1, 2}, int64_t(stage_cols + 1), 0, 3, 0, 0});
+  // An aligned matrix in a shifted stream: the same (shift 0 everywhere).
+  bad += run_case<T, Threads>({{0, 0}, int64_t(stage_cols), stage_cols, 0, 3, 0});
   EXPECT_EQ(bad, 0);
 }
 
 class RowStream : public GpuTest {};
 
-TEST_F(RowStream, CopyRealigns16BitRows) { every_case<bf16, 512>(); }
-TEST_F(RowStream, CopyRealigns32BitRows) { every_case<float, 512>(); }
-TEST_F(RowStream, CopyRealignsWithFewWarps) {
-  every_case<bf16, 128>();
+TEST_F(RowStream, ShiftedRows16Bit) { every_case<bf16, 256>(); }
+TEST_F(RowStream, ShiftedRows32Bit) { every_case<float, 256>(); }
+TEST_F(RowStream, ShiftedRowsWithFewThreads) {
+  every_case<bf16, 64>();
   every_case<float, 128>();
 }
 

@@ -162,7 +162,7 @@ TEST_F(Softmax, ForwardFp16SomeWidths) {
 
 // 16-bit rows of 32K columns and more take 64 columns per thread as packed pairs and recompute
 // the exponentials in the output pass (wide_row_table in kernels/common/row_kernel.cuh): every
-// one of those classes, a tail in each, large logits, a misaligned stride (direct path).
+// one of those classes, a tail in each, large logits, a misaligned stride (shifted stream).
 TEST_F(Softmax, ForwardWideClassesOf16BitRows) {
   for (int64_t cols : {int64_t(16385), int64_t(32768), int64_t(40000), int64_t(131073), int64_t(262143)}) {
     check_forward<bf16>({rows_for(cols, 5), cols, 0});
@@ -192,7 +192,7 @@ TEST_F(Softmax, ForwardDeferredRowsManyRounds) {
 // pairs (wide_row_table): second slices of 1 column, of part of the warps, full; many rows per
 // worker; the maximum of a row in its first or its second CTA's slice, the other slice 30
 // below it (its exponentials ~1e-13 of the row's: the slices' (base, sum) pairs must be
-// rescaled, not added); the direct path (misaligned rows); in place.
+// rescaled, not added); the shifted stream (misaligned rows); in place.
 TEST_F(Softmax, ForwardRowsOfTwoCtas) {
   for (int64_t cols : {int64_t(32769), int64_t(50000), int64_t(65536)}) {
     check_forward<bf16>({rows_for(cols, 5), cols, 0});

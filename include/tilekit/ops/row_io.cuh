@@ -245,6 +245,97 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
   }
 }
 
+// A row chunk in shared memory that starts `shift` elements past a 16-byte boundary: what a
+// row_stream holds for a matrix whose rows are not 16-byte aligned (it copies the aligned
+// 16-byte units around each row, so the row keeps its offset inside them). Column c is element
+// shift + c of `units`. The loads below read the two aligned units that each 16-byte group
+// straddles and funnel-shift the group out of them (2 shared loads per group instead of 1); the
+// layout, and so every result, is that of the aligned loads.
+template <class T>
+struct shifted_row {
+  const T* units;  // 16-byte aligned
+  int shift;       // 0 <= shift < vector_elements<T>; uniform over the threads of a row
+  // The chunk `columns` further on (a multiple of vector_elements<T>: a piece of a layout).
+  TILEKIT_HOST_DEVICE shifted_row operator+(int columns) const { return {units + columns, shift}; }
+  TILEKIT_HOST_DEVICE const T& operator[](int c) const { return units[shift + c]; }
+};
+
+namespace detail {
+// The thread's groups of a shifted row as 16-byte units, one call of f(g, k, unit) per unit k of
+// group g (columns [group_column(thread, g) + k E, + E)) that starts below `cols`.
+template <class Layout, class T, class F>
+TILEKIT_DEVICE TILEKIT_INLINE void for_each_shifted_unit(shifted_row<T> row, int cols, int thread, F f) {
+  constexpr int E = vector_elements<T>;
+  static_assert(Layout::group_elements % E == 0, "shifted rows move groups of whole 16-byte units");
+  constexpr int units_per_group = Layout::group_elements / E;
+  const uint4* units = reinterpret_cast<const uint4*>(row.units);
+  const int shift = row.shift * int(sizeof(T));
+  const bool full = Layout::full(thread, cols);
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) {
+    const int u0 = Layout::group_column(thread, g) / E;
+    if (!full && u0 * E >= cols) continue;
+    uint4 lo = units[u0];
+#pragma unroll
+    for (int k = 0; k < units_per_group; ++k) {
+      if (!full && (u0 + k) * E >= cols) break;
+      const uint4 hi = units[u0 + k + 1];
+      f(g, k, funnel_bytes(lo, hi, shift));
+      lo = hi;
+    }
+  }
+}
+}  // namespace detail
+
+// load_row_aligned for a shifted row (see shifted_row): the same registers, columns >= cols
+// get `fill`.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], shifted_row<T> row, int cols,
+                                                    int thread, float fill = 0.0f) {
+  constexpr int E = vector_elements<T>;
+  const bool full = Layout::full(thread, cols);
+  if (!full) {
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
+  }
+  detail::for_each_shifted_unit<Layout>(row, cols, thread, [&](int g, int k, uint4 w) {
+    float* out = dst + g * Layout::group_elements + k * E;
+    detail::unpack_word<T>(w, out);
+    if (!full) {
+      const int c0 = Layout::group_column(thread, g) + k * E;
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (c0 + i >= cols) out[i] = fill;
+    }
+  });
+}
+
+// load_row_pairs_aligned for a shifted row.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Layout::elements / 2], shifted_row<T> row,
+                                                          int cols, int thread, T fill) {
+  static_assert(is_16bit_float<T>, "load_row_pairs_aligned: 16-bit rows (bf16, fp16)");
+  constexpr int E = vector_elements<T>;
+  const bool full = Layout::full(thread, cols);
+  if (!full) {
+#pragma unroll
+    for (int i = 0; i < Layout::elements / 2; ++i) dst[i] = make_pair<T>(fill, fill);
+  }
+  detail::for_each_shifted_unit<Layout>(row, cols, thread, [&](int g, int k, uint4 w) {
+    packed_t<T>* out = dst + (g * Layout::group_elements + k * E) / 2;
+    if (full) {
+      memcpy(out, &w, sizeof(w));
+      return;
+    }
+    T e[E];
+    memcpy(e, &w, sizeof(w));
+    const int c0 = Layout::group_column(thread, g) + k * E;
+#pragma unroll
+    for (int i = 0; i < E / 2; ++i)
+      out[i] = make_pair<T>(c0 + 2 * i < cols ? e[2 * i] : fill, c0 + 2 * i + 1 < cols ? e[2 * i + 1] : fill);
+  });
+}
+
 // Store the thread's registers of a row chunk, converting float -> T (round to nearest even).
 // Columns >= cols are not written.
 namespace detail {

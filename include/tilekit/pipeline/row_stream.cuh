@@ -40,12 +40,20 @@
 // atomic count (it reports such refills as races; see kernels/common/row_kernel.cuh for what
 // that means for the row kernel).
 //
-// Alignment: bulk copies need 16-byte aligned global addresses and byte counts. A matrix can be
-// streamed only when its base address, its row stride in bytes and the chunk bytes of every
-// CTA are multiples of 16 (bulk_copyable()); kernels check it on the host and otherwise move
-// each item with copy() (every thread, ordinary loads realigned in registers; no prefetch).
-// Either way nothing outside [row start, row start + cols) is read.
-
+// Alignment: bulk copies need 16-byte aligned global addresses and byte counts. A matrix whose
+// base address, row stride in bytes and chunk bytes are all multiples of 16 (bulk_copyable())
+// is copied row chunk by row chunk, each landing 16-byte aligned in its stage row. Any other
+// matrix (odd widths such as a 50257-token vocabulary, odd strides, views at an odd column)
+// takes a SHIFTED stream (Shifted = true): each row chunk is copied as the aligned 16-byte units
+// that hold it, so it lands in the stage as it lies in global memory, `shift` elements past a
+// unit boundary, and consumers read it through shifted_row (tilekit/ops/row_io.cuh), which
+// realigns each 16-byte group from the two units it straddles. Stage rows are one unit longer
+// for it (`pitch`). The units around a chunk hold up to 15 bytes of the neighbouring row or of
+// the gap between rows, which are read and ignored: a strided matrix lies in one allocation from
+// its first element to its last, so those bytes are inside it. Outside [first element, last
+// element] nothing is read: the matrix's first and last units, where they reach beyond it,
+// are moved element by element by the issuing thread instead (shifted_span).
+//
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +61,7 @@
 
 #include "tilekit/core/util.cuh"
 #include "tilekit/ops/memory/tma.cuh"
+#include "tilekit/ops/row_io.cuh"
 #include "tilekit/ops/sync/mbarrier.cuh"
 #include "tilekit/pipeline/stage_ring.cuh"
 
@@ -75,15 +84,44 @@ TILEKIT_HOST_DEVICE inline bool bulk_copyable(const T* base, int64_t stride, int
          (cols * size) % align == 0 && (chunk_cols * size) % align == 0;
 }
 
-template <class T, int Inputs, int Rows, int Cols, int Stages>
+// The copy of elements [first, end) of a matrix that spans [lo, hi) (byte addresses, element
+// aligned; lo <= first < end <= hi) into stage memory that starts at the aligned unit `unit0`
+// (first rounded down to 16 bytes), each byte landing at its address - unit0: bulk-copy the
+// 16-byte units [bulk_begin, bulk_end) (none when bulk_end <= bulk_begin), and move the bytes
+// [first, head_end) and [tail_begin, end) element by element. The units [unit0, ceil16(end))
+// are bulk-copied whole unless one reaches outside [lo, hi): only the first unit can reach
+// below lo and only the last one beyond hi, and those become the element-by-element head and
+// tail. Host and device, so that a CPU test checks it for every case.
+struct shifted_span {
+  uintptr_t unit0, bulk_begin, bulk_end, head_end, tail_begin;
+};
+TILEKIT_HOST_DEVICE inline shifted_span plan_shifted_span(uintptr_t first, uintptr_t end, uintptr_t lo, uintptr_t hi) {
+  constexpr uintptr_t unit = 16;
+  const uintptr_t g0 = first / unit * unit, g1 = (end + unit - 1) / unit * unit;
+  const bool head_out = g0 < lo, tail_out = g1 > hi;
+  shifted_span s;
+  s.unit0 = g0;
+  s.bulk_begin = head_out ? g0 + unit : g0;
+  s.bulk_end = tail_out ? g1 - unit : g1;
+  s.head_end = head_out ? (end < g0 + unit ? end : g0 + unit) : first;
+  s.tail_begin = tail_out ? (g1 - unit > s.head_end ? g1 - unit : s.head_end) : end;
+  return s;
+}
+
+template <class T, int Inputs, int Rows, int Cols, int Stages, bool Shifted = false>
 struct row_stream {
   static_assert(Inputs >= 1 && Rows >= 1 && Stages >= 1, "a row stream needs inputs, rows and stages");
   static_assert((Cols * sizeof(T)) % 16 == 0, "a stage row must be a whole number of 16-byte bulk-copy units");
+  static_assert(!Shifted || sizeof(T) == 2 || sizeof(T) == 4, "shifted streams move 16- or 32-bit elements");
   static constexpr int inputs = Inputs;
   static constexpr int rows = Rows;
   static constexpr int cols = Cols;
   static constexpr int stages = Stages;
-  static constexpr size_t row_bytes = size_t(Cols) * sizeof(T);
+  static constexpr bool shifted = Shifted;
+  static constexpr int unit_elements = 16 / int(sizeof(T));
+  // Elements from one stage row to the next: a shifted row chunk spans one unit more.
+  static constexpr int pitch = Cols + (Shifted ? unit_elements : 0);
+  static constexpr size_t row_bytes = size_t(pitch) * sizeof(T);
   static constexpr size_t stage_bytes = row_bytes * Rows * Inputs;
   // Dynamic shared memory of the stream: the stages, then the full and empty mbarriers of each
   // stage, rounded up to 128 bytes so that whatever a kernel places after the stream stays
@@ -91,7 +129,7 @@ struct row_stream {
   static constexpr size_t shared_bytes = (stage_bytes * Stages + 2 * sizeof(mbarrier) * Stages + 127) / 128 * 128;
 
 #if defined(__CUDACC__)
-  T* data_;           // Stages x Inputs x Rows x Cols
+  T* data_;           // Stages x Inputs x Rows x pitch
   mbarrier* full_;    // Stages: the stage holds this lap's item (the bulk copies complete it)
   mbarrier* empty_;   // Stages: every consumer released this lap's item (release() only)
 
@@ -112,14 +150,20 @@ struct row_stream {
   }
 
   TILEKIT_DEVICE TILEKIT_INLINE T* data(int stage, int input, int row) const {
-    return data_ + ((size_t(stage) * Inputs + input) * Rows + row) * Cols;
+    return data_ + ((size_t(stage) * Inputs + input) * Rows + row) * pitch;
   }
 
-  // Thread 0: load rows [first_row, min(first_row + Rows, total_rows)) x columns
-  // [col0, col0 + chunk) of every source into `stage` (chunk <= 0: nothing to copy).
+  // Thread 0 (or the one thread that refills the stage): load rows
+  // [first_row, min(first_row + Rows, total_rows)) x columns [col0, col0 + chunk) of every source
+  // into `stage` (chunk <= 0: nothing to copy). `cols`: the matrices' row length (a shifted
+  // stream reads nothing past the last row's end).
   TILEKIT_DEVICE TILEKIT_INLINE void issue(int stage, const row_source<T> (&sources)[Inputs], int64_t first_row,
-                                           int64_t total_rows, int col0, int chunk) {
+                                           int64_t total_rows, int col0, int chunk, int cols) {
     const int present = int(min(int64_t(Rows), total_rows - first_row));
+    if constexpr (Shifted) {
+      issue_shifted(stage, sources, first_row, total_rows, present, col0, chunk, cols);
+      return;
+    }
     const uint32_t bytes = chunk > 0 ? uint32_t(chunk) * uint32_t(sizeof(T)) : 0u;
     full_[stage].arrive_expect_tx(bytes * uint32_t(present) * Inputs);
 #pragma unroll
@@ -138,45 +182,22 @@ struct row_stream {
     }
   }
 
-  // Every thread of the CTA (Threads of them), then a CTA barrier before anyone reads the stage:
-  // the same rows and columns as issue(), for matrices that bulk copies cannot move (any
-  // alignment of T). Stage row r gets the chunk's elements as 16-byte units, unit j = elements
-  // [E j, E j + E) (E = 16 / sizeof(T)); the last unit's elements past the chunk become 0.
-  //
-  // A row that starts `a` elements past a 16-byte boundary is read as the 16-byte units of
-  // global memory that hold it: unit k holds the row's elements [E k - a, E k - a + E), so stage
-  // unit j is the last E - a elements of unit j and the first a of unit j + 1 (a funnel shift).
-  // A warp moves 32 x copy_units consecutive stage units per step: lane l loads units
-  // u0 + 32 i + l (i < copy_units; all loads in flight before the first use), takes unit k + 1
-  // from lane l + 1 by a shuffle (lane 31 from lane 0 of the next group, the last group's lane
-  // 31 loads it), and stores 16 bytes. Units that reach outside the chunk are loaded element by
-  // element, so nothing outside the chunk is read. The warps take (input, row, step) jobs in
-  // turn, so a 1K-column item of 16 rows keeps every warp busy.
-  //
-  // Measured (H200, bf16, 2026-12-04, bench_* *_odd, x copy): against the element-by-element
-  // copy it replaced (one 2-byte load per thread and step), the direct path's items of 16 rows
-  // of 1K columns went from 0.07-0.10 to 0.18-0.28, 4K rows by 8-43%, wider rows mostly by
-  // under 10%: there the copy was not what held that path at 0.1-0.4x (docs/performance.md,
-  // "Unaligned rows").
-  static constexpr int copy_units = 4;
-  template <int Threads>
-  TILEKIT_DEVICE TILEKIT_INLINE void copy(int stage, const row_source<T> (&sources)[Inputs], int64_t first_row,
-                                          int64_t total_rows, int col0, int chunk) const {
-    static_assert(Threads % warp_threads == 0, "row_stream::copy: whole warps");
-    constexpr int warps = Threads / warp_threads;
-    constexpr int step = warp_threads * copy_units;
-    if (chunk <= 0) return;
-    const int present = int(min(int64_t(Rows), total_rows - first_row));
-    const int steps = ceil_div(ceil_div(chunk, unit_elements), step);  // per row
-#pragma unroll
-    for (int i = 0; i < Inputs; ++i)
-      for (int job = warpid(); job < present * steps; job += warps) {
-        const int r = job / steps;
-        copy_step(data(stage, i, r), sources[i].base + (first_row + r) * sources[i].stride + col0, chunk,
-                  job % steps * step);
-      }
+  // Shifted streams: row r of input i of `stage` (the item's rows from first_row, the chunk at
+  // col0 of `chunk` columns, as issue() was given them), for shifted_row's loads.
+  TILEKIT_DEVICE TILEKIT_INLINE shifted_row<T> row(int stage, int input, int r, const row_source<T>& source,
+                                                   int64_t first_row, int col0, int chunk, int cols) const {
+    static_assert(Shifted, "row_stream::row: shifted streams (aligned ones: data())");
+    const T* start = source.base + (first_row + r) * source.stride + col0;
+    const int shift = int(reinterpret_cast<uintptr_t>(start) % 16 / sizeof(T));
+    if (dense(source, chunk, cols)) {  // the item's rows back to back from the first row's shift
+      const int position = int(reinterpret_cast<uintptr_t>(source.base + first_row * source.stride) % 16 / sizeof(T)) +
+                           r * cols;
+      return {data(stage, input, 0) + (position - shift), shift};
+    }
+    return {data(stage, input, r), shift};
   }
 
+  // All threads: wait until the stage the ring points at holds its data.
   // All threads: wait until the stage the ring points at holds its data.
   TILEKIT_DEVICE TILEKIT_INLINE void wait(const stage_ring<Stages>& ring) const { full_[ring.index].wait(ring.phase); }
   // Each consumer thread, after its last read of the stage the ring points at (this lap).
@@ -187,72 +208,58 @@ struct row_stream {
     empty_[ring.index].wait(ring.phase);
   }
 
+
  private:
-  static constexpr int unit_elements = 16 / int(sizeof(T));
-  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "row_stream::copy: 16- or 32-bit elements");
-  using bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
-
-  // 16-byte unit k of the global row `src` (elements [E k - a, E k - a + E), see copy()), with
-  // the elements outside [0, count) as 0 and never read.
-  TILEKIT_DEVICE TILEKIT_INLINE static uint4 load_unit(const T* src, int a, int count, int k) {
-    constexpr int E = unit_elements;
-    const int first = E * k - a;
-    if (first >= 0 && first + E <= count)
-      return __ldcs(reinterpret_cast<const uint4*>(reinterpret_cast<uintptr_t>(src) - uintptr_t(a) * sizeof(T)) + k);
-    bits e[E];
-#pragma unroll
-    for (int t = 0; t < E; ++t) {
-      const int c = first + t;
-      e[t] = c >= 0 && c < count ? __ldcs(reinterpret_cast<const bits*>(src) + c) : bits(0);
-    }
-    uint4 v;
-    memcpy(&v, e, sizeof(v));
-    return v;
+  // Whole rows of a dense matrix (as in issue()): one copy for the item, its rows back to back.
+  TILEKIT_DEVICE TILEKIT_INLINE static bool dense(const row_source<T>& source, int chunk, int cols) {
+    return chunk == cols && source.stride == cols;
   }
 
-  // Bytes [shift, shift + 16) of lo:hi (shift < 16, a multiple of sizeof(T), warp-uniform).
-  TILEKIT_DEVICE TILEKIT_INLINE static uint4 funnel(uint4 lo, uint4 hi, int shift) {
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int words = shift / 4, bits_in = shift % 4 * 8;
-    uint32_t s[5];
+  // issue() of a shifted stream. Each copy (one per row chunk, or one per input for dense items)
+  // is a shifted_span; the element-by-element head and tail are stored before the barrier is
+  // armed (the arrival releases them to the waiting threads), the bulk copies after.
+  TILEKIT_DEVICE TILEKIT_INLINE void issue_shifted(int stage, const row_source<T> (&sources)[Inputs], int64_t first_row,
+                                                   int64_t total_rows, int present, int col0, int chunk, int cols) {
+    using bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
+    // Calls f(destination, first, end, lo, hi) for each copy of the item.
+    auto for_each_copy = [&](auto f) {
+      if (chunk <= 0) return;
 #pragma unroll
-    for (int i = 0; i < 5; ++i) s[i] = words == 0 ? w[i] : words == 1 ? w[i + 1] : words == 2 ? w[i + 2] : w[i + 3];
-    return {__funnelshift_r(s[0], s[1], bits_in), __funnelshift_r(s[1], s[2], bits_in),
-            __funnelshift_r(s[2], s[3], bits_in), __funnelshift_r(s[3], s[4], bits_in)};
-  }
-
-  TILEKIT_DEVICE TILEKIT_INLINE static uint4 shuffle(uint4 v, int lane) {
-    return {__shfl_sync(~0u, v.x, lane), __shfl_sync(~0u, v.y, lane), __shfl_sync(~0u, v.z, lane),
-            __shfl_sync(~0u, v.w, lane)};
-  }
-
-  // One warp: stage units [u0, u0 + 32 x copy_units) of one row (copy()).
-  TILEKIT_DEVICE TILEKIT_INLINE static void copy_step(T* dst, const T* src, int count, int u0) {
-    constexpr int E = unit_elements;
-    const int a = int(reinterpret_cast<uintptr_t>(src) % 16 / sizeof(T));
-    const int units = ceil_div(count, E), lane = laneid();
-    uint4 unit[copy_units];
-#pragma unroll
-    for (int i = 0; i < copy_units; ++i) unit[i] = load_unit(src, a, count, u0 + i * warp_threads + lane);
-    uint4* out = reinterpret_cast<uint4*>(dst);
-    if (a == 0) {  // the row is aligned: unit j is stage unit j
-#pragma unroll
-      for (int i = 0; i < copy_units; ++i)
-        if (const int j = u0 + i * warp_threads + lane; j < units) out[j] = unit[i];
-      return;
-    }
-    const uint4 after = lane == warp_threads - 1 ? load_unit(src, a, count, u0 + copy_units * warp_threads) : uint4{};
-#pragma unroll
-    for (int i = 0; i < copy_units; ++i) {
-      uint4 next = shuffle(unit[i], (lane + 1) % warp_threads);
-      if (i + 1 < copy_units) {
-        const uint4 first = shuffle(unit[i + 1], 0);
-        if (lane == warp_threads - 1) next = first;
-      } else if (lane == warp_threads - 1) {
-        next = after;
+      for (int i = 0; i < Inputs; ++i) {
+        const row_source<T>& source = sources[i];
+        const uintptr_t lo = reinterpret_cast<uintptr_t>(source.base);
+        const uintptr_t hi = reinterpret_cast<uintptr_t>(source.base + (total_rows - 1) * source.stride + cols);
+        const T* first = source.base + first_row * source.stride + col0;
+        if (dense(source, chunk, cols)) {
+          f(data(stage, i, 0), reinterpret_cast<uintptr_t>(first), reinterpret_cast<uintptr_t>(first + int64_t(present) * cols), lo, hi);
+        } else {
+          for (int r = 0; r < present; ++r) {
+            const T* start = first + r * source.stride;
+            f(data(stage, i, r), reinterpret_cast<uintptr_t>(start), reinterpret_cast<uintptr_t>(start + chunk), lo, hi);
+          }
+        }
       }
-      if (const int j = u0 + i * warp_threads + lane; j < units) out[j] = funnel(unit[i], next, a * int(sizeof(T)));
-    }
+    };
+    uint32_t bytes = 0;
+    for_each_copy([&](T* destination, uintptr_t first, uintptr_t end, uintptr_t lo, uintptr_t hi) {
+      const shifted_span s = plan_shifted_span(first, end, lo, hi);
+      if (s.bulk_end > s.bulk_begin) bytes += uint32_t(s.bulk_end - s.bulk_begin);
+      unsigned char* stage_bytes = reinterpret_cast<unsigned char*>(destination);
+      auto move = [&](uintptr_t from, uintptr_t to) {
+        for (uintptr_t a = from; a < to; a += sizeof(T))
+          *reinterpret_cast<bits*>(stage_bytes + (a - s.unit0)) = *reinterpret_cast<const bits*>(a);
+      };
+      move(first, s.head_end);
+      move(s.tail_begin, end);
+    });
+    full_[stage].arrive_expect_tx(bytes);
+    for_each_copy([&](T* destination, uintptr_t first, uintptr_t end, uintptr_t lo, uintptr_t hi) {
+      const shifted_span s = plan_shifted_span(first, end, lo, hi);
+      if (s.bulk_end > s.bulk_begin)
+        tma::load_bytes_async(reinterpret_cast<unsigned char*>(destination) + (s.bulk_begin - s.unit0),
+                              reinterpret_cast<const void*>(s.bulk_begin), uint32_t(s.bulk_end - s.bulk_begin),
+                              full_[stage]);
+    });
   }
 #endif
 };
