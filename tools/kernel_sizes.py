@@ -52,15 +52,16 @@ def demangle(names: list[str]) -> dict[str, str]:
 
 
 def short_name(full: str) -> str:
-    """row_kernel<ns::op<args>, I, Staged, Claimed>(...) -> 'op<args> I staged claimed'."""
+    """row_kernel<ns::op<args>, I, Aligned, Claimed>(...) -> 'op<args> class I aligned claimed'
+    (Aligned = false: the shifted stream, for unaligned rows)."""
     full = re.sub(r"\(anonymous namespace\)::|tilekit::kernels::(norms_detail::|detail::)?", "", full)
     full = full.replace("__nv_bfloat16", "bf16").replace("__half", "fp16").replace("(norm_kind)0", "rms")
     full = full.replace("(norm_kind)1", "layer")
     m = re.match(r"void row_kernel<(.*), (\d+), (true|false), (true|false)>\(", full)
     if not m:
         return re.sub(r"^void ", "", full.split("(")[0])
-    op, index, staged, claimed = m.groups()
-    path = "staged" if staged == "true" else "direct"
+    op, index, aligned, claimed = m.groups()
+    path = "aligned" if aligned == "true" else "shifted"
     return f"{op} class {index} {path}{' claimed' if claimed == 'true' else ''}"
 
 

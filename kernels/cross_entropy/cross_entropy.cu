@@ -500,7 +500,7 @@ struct ce_forward_op : row_op_defaults {
       // does. H200, 2026-12-01, same-run A/B: 32K / 64K / 128K / 256K 0.771 / 0.783 / 0.713 /
       // 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      store_row_from_pairs<layout, 1, cache_policy::streaming>(
+      store_row_from_pairs<layout, 1, cache_policy::streaming, S::shifted>(
           out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); }, cols,
           at.thread);
       if (label.owned)
@@ -514,7 +514,7 @@ struct ce_forward_op : row_op_defaults {
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+      store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
       // The label's exponential recomputed exactly as float_statistics did (same bits).
       if (label.owned)
         patch_label_dlogit(out, label, exp2_fast((label_logit - warp.max) * log2e), probability_scale, uniform_target,
@@ -599,7 +599,7 @@ struct ce_backward_op : row_op_defaults {
     for (int j = 0; j < layout::elements; ++j)
       values[j] = dlogit_from_logit(values[j], probability, probability_scale, uniform_target);
     T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-    store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+    store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
     if (label.owned)
       patch_label_dlogit(out, label, probability(convert<float>(in[0][label.column])), probability_scale,
                          uniform_target, g, p.label_smoothing);

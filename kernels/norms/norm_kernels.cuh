@@ -586,7 +586,7 @@ struct norm_forward_op : row_op_defaults {
           const float2 pair = unpack_pair(held.h[(n * V + i) / 2]);
           h[i] = pair.x, h[i + 1] = pair.y;
         }
-        store_row<piece, cache_policy::streaming>(h_row + offset, h, cols_here - offset, at.thread);
+        store_row<piece, cache_policy::streaming, S::shifted>(h_row + offset, h, cols_here - offset, at.thread);
       }
     } else {
       load_row_pairs_aligned<layout>(held.h, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
@@ -671,7 +671,7 @@ struct norm_forward_op : row_op_defaults {
               at.thread);
 #pragma unroll
         for (int i = 0; i < V; ++i) v[n * V + i] = convert<float>(convert<T>(v[n * V + i] + r[i]));
-        store_row<piece, cache_policy::streaming>(h_row + offset, piece_of<layout>(v, n), cols_here - offset,
+        store_row<piece, cache_policy::streaming, S::shifted>(h_row + offset, piece_of<layout>(v, n), cols_here - offset,
                                                   at.thread);
       }
     } else {
@@ -703,7 +703,7 @@ struct norm_forward_op : row_op_defaults {
         if constexpr (is_layer) v[j] += b[i];
       }
     }
-    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.y) + row * p.y_stride + at.col0, v, cols_here,
+    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.y) + row * p.y_stride + at.col0, v, cols_here,
                                                at.thread);
     if (at.leader()) {
       if (p.rstd) p.rstd[row] = rstd;
@@ -857,7 +857,7 @@ struct norm_backward_op : row_op_defaults {
         dx[i + 1] = fmaf(-x.y, a, dys1 * w[i + 1]);
         if constexpr (DResidual) dx[i] += dres[i], dx[i + 1] += dres[i + 1];
       }
-      store_row<piece, cache_policy::streaming>(dx_row + offset, dx, cols_here - offset, at.thread);
+      store_row<piece, cache_policy::streaming, S::shifted>(dx_row + offset, dx, cols_here - offset, at.thread);
     }
   }
 
@@ -962,7 +962,7 @@ struct norm_backward_op : row_op_defaults {
         x[i] = fmaf(-d, a2, fmaf(dys, w[i], -b));
         if constexpr (DResidual) x[i] += dres[i];
       }
-      store_row<piece, cache_policy::streaming>(dx_row + offset, x, cols_here - offset, at.thread);
+      store_row<piece, cache_policy::streaming, S::shifted>(dx_row + offset, x, cols_here - offset, at.thread);
     }
   }
 

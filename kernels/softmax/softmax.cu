@@ -135,7 +135,7 @@ struct softmax_forward_op : row_op_defaults {
     const float scale = exp2_fast(warp.base - total.base) / total.sum;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) values[j] *= scale;
-    store_row<layout, cache_policy::streaming>(out, values, cols, at.thread);
+    store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
   }
 
  private:
@@ -152,7 +152,7 @@ struct softmax_forward_op : row_op_defaults {
     // the next row's pairs meanwhile, one 16-byte group at a time (H200, 2026-12-01, same-run
     // A/B: 128K / 256K 0.866 / 0.876 -> 0.875 / 0.889x copy); the others the whole row at once,
     // which measured faster for them (32K: 0.936 against 0.910 by groups).
-    store_row_from_pairs<layout, S::defers ? 1 : layout::groups, cache_policy::streaming>(
+    store_row_from_pairs<layout, S::defers ? 1 : layout::groups, cache_policy::streaming, S::shifted>(
         static_cast<T*>(p.y) + row * p.y_row_stride + at.col0, pairs,
         [shift](float x) { return exp2_fast(fmaf(x, log2e, -shift)); }, p.cols - at.col0, at.thread);
   }
@@ -189,7 +189,7 @@ struct softmax_backward_op : row_op_defaults {
     const float dot = ctx.reduce(my_dot, sum_op{});
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) y[j] *= dy[j] - dot;
-    store_row<layout, cache_policy::streaming>(static_cast<T*>(p.dx) + row * p.dx_row_stride + at.col0, y, cols,
+    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.dx) + row * p.dx_row_stride + at.col0, y, cols,
                                                at.thread);
   }
 };

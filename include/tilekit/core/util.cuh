@@ -60,17 +60,26 @@ TILEKIT_DEVICE TILEKIT_INLINE int warpgroupid() { return threadIdx.x / warpgroup
 TILEKIT_DEVICE TILEKIT_INLINE int warp_in_warpgroup() { return warpid() % warpgroup_warps; }
 
 // Bytes [shift, shift + 16) of the 32 bytes lo:hi (lo at the lower addresses): a 16-byte unit of
-// a row that starts `shift` bytes into a 16-byte boundary, from the two aligned units it
-// straddles. `shift` < 16, a multiple of 2, ideally warp-uniform (the word selects, then one
-// funnel shift per word).
+// a row that starts `shift` bytes past a 16-byte boundary, from the two aligned units it
+// straddles. `shift` < 16, a multiple of 2, ideally warp-uniform. The words are picked in two
+// selects by the bits of shift / 4 (11 selects, where a 4-way select per word takes 15), then
+// one funnel shift per word.
 TILEKIT_DEVICE TILEKIT_INLINE uint4 funnel_bytes(uint4 lo, uint4 hi, int shift) {
   const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const int words = shift / 4, bits = shift % 4 * 8;
-  uint32_t s[5];
+  const bool by_two = shift & 8, by_one = shift & 4;
+  const int bits = shift % 4 * 8;
+  uint32_t t[6], s[5];
 #pragma unroll
-  for (int i = 0; i < 5; ++i) s[i] = words == 0 ? w[i] : words == 1 ? w[i + 1] : words == 2 ? w[i + 2] : w[i + 3];
+  for (int i = 0; i < 6; ++i) t[i] = by_two ? w[i + 2] : w[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) s[i] = by_one ? t[i + 1] : t[i];
   return {__funnelshift_r(s[0], s[1], bits), __funnelshift_r(s[1], s[2], bits), __funnelshift_r(s[2], s[3], bits),
           __funnelshift_r(s[3], s[4], bits)};
+}
+// A 16-byte value from `lane` of the warp (every lane calls it).
+TILEKIT_DEVICE TILEKIT_INLINE uint4 shuffle_unit(uint4 v, int lane) {
+  return {__shfl_sync(~0u, v.x, lane), __shfl_sync(~0u, v.y, lane), __shfl_sync(~0u, v.z, lane),
+          __shfl_sync(~0u, v.w, lane)};
 }
 #endif
 

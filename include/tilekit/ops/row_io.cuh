@@ -23,8 +23,10 @@
 // cut by `cols` moves element by element; registers beyond `cols` are set to `fill` on loads
 // (the identity of the reduction that follows, e.g. 0 for a sum) and are never stored. A row
 // pointer that is not aligned to the vector access (strided rows whose stride is not a multiple
-// of the vector width, or views at an odd column offset) takes the element-by-element path for
-// the whole row, with the same register layout, so results do not depend on alignment.
+// of the vector width, or views at an odd column offset) keeps the same register layout, so
+// results do not depend on alignment: loads go element by element (rows staged in shared memory
+// by a shifted stream are read through shifted_row instead, below), stores too, or, where a
+// kernel asks for it (store_row's Realign), as realigned 16-byte units.
 //
 //   using layout = row_layout<256, 4, vector_elements<bf16>>;     // 256 threads x 32 values
 //   float x[layout::elements];
@@ -341,8 +343,8 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
 namespace detail {
 // One aligned access of a group of floats, converted to T (pairs of 16-bit values convert with
 // one cvt.rn.{bf16x2,f16x2}.f32 each).
-template <class T, cache_policy Policy, class Access>
-TILEKIT_DEVICE TILEKIT_INLINE void store_access(T* address, const float* in) {
+template <class T, class Access>
+TILEKIT_DEVICE TILEKIT_INLINE typename Access::word pack_access(const float* in) {
   T e[Access::elements];
   if constexpr (is_16bit_float<T> && Access::elements % 2 == 0) {
 #pragma unroll
@@ -356,11 +358,76 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_access(T* address, const float* in) {
   }
   typename Access::word w;
   memcpy(&w, e, sizeof(w));
-  store_word<Policy>(reinterpret_cast<typename Access::word*>(address), w);
+  return w;
+}
+template <class T, cache_policy Policy, class Access>
+TILEKIT_DEVICE TILEKIT_INLINE void store_access(T* address, const float* in) {
+  store_word<Policy>(reinterpret_cast<typename Access::word*>(address), pack_access<T, Access>(in));
+}
+
+// Whether store_row can realign the stores of an unaligned row: layouts of whole warps (a
+// lane's neighbour holds the next 16-byte unit) with groups of whole 16-byte units.
+template <class Layout, class T>
+inline constexpr bool realigns_stores = Layout::threads % warp_threads == 0 &&
+                                        (Layout::group_elements * int(sizeof(T))) % max_access_bytes == 0;
+
+// store_row for a row that starts `a` elements (0 < a < E = 16 / sizeof(T)) past a 16-byte
+// boundary, every lane of the warp together. Global unit u of the row holds columns
+// [E u - a, E u - a + E), so the lane's unit at column c (columns [c, c + E)) straddles two of
+// them: the one before, which it shares with the previous unit's owner, and the one after
+// (its last a columns, then the next unit's first E - a). The next unit is the lane's own next
+// unit of the group or, after the group's last, lane + 1's first (a shuffle); the lane writes
+// the unit after as one 16-byte store, funnel-shifted out of the two, when it has the next unit
+// (not lane 31 at the end of its group) and the unit lies inside [0, cols). Otherwise it writes
+// its own last a columns element by element, and the owner of the next unit its first E - a:
+// each side tests the same condition. So element stores remain at each warp's edges (one unit
+// in 32) and at `cols`, and each column is written once, by the lane that holds it.
+template <class Layout, cache_policy Policy, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void store_row_realigned(T* row, const float (&src)[Layout::elements], int cols,
+                                                       int thread) {
+  using access = group_access<T, Layout::group_elements>;
+  static_assert(access::bytes == max_access_bytes, "store_row_realigned: 16-byte units");
+  constexpr int E = access::elements, A = access::accesses;  // per unit; units per group
+  const int a = int(reinterpret_cast<uintptr_t>(row) % max_access_bytes / sizeof(T));
+  const int lane = laneid();
+  uint4* const units = reinterpret_cast<uint4*>(reinterpret_cast<uintptr_t>(row) - uintptr_t(a) * sizeof(T));
+  const int shift = (E - a) * int(sizeof(T));  // bytes of the lane's unit before the unit after
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g) {
+    const int c0 = Layout::group_column(thread, g);
+    const float* in = src + g * Layout::group_elements;
+    uint4 unit[A];
+#pragma unroll
+    for (int k = 0; k < A; ++k) unit[k] = pack_access<T, access>(in + k * E);
+    const uint4 next = shuffle_unit(unit[0], (lane + 1) % warp_threads);
+#pragma unroll
+    for (int k = 0; k < A; ++k) {
+      const int c = c0 + k * E;
+      const bool has_next = k + 1 < A || lane != warp_threads - 1;
+      const bool has_previous = k > 0 || lane != 0;
+      const int first = c + E - a;  // the unit after's first column
+      const bool after_whole = has_next && first + E <= cols;
+      const bool before_whole = has_previous && first <= cols;  // the previous owner's after_whole
+      if (after_whole)
+        store_word<Policy>(units + (c / E + 1), funnel_bytes(unit[k], k + 1 < A ? unit[k + 1] : next, shift));
+      // The rest element by element: one unrolled, predicated pass for both ends of the unit
+      // (lanes 0 and 31 of a warp take it together, and the lanes at `cols`).
+      if (!after_whole || !before_whole) {
+#pragma unroll
+        for (int t = 0; t < E; ++t)
+          if ((t < E - a ? !before_whole : !after_whole) && c + t < cols)
+            store_word<Policy>(row + c + t, convert<T>(in[k * E + t]));
+      }
+    }
+  }
 }
 }  // namespace detail
 
-template <class Layout, cache_policy Policy = cache_policy::normal, class T>
+// Realign: rows that are not aligned to the vector access are stored as realigned 16-byte units
+// (detail::store_row_realigned; layouts of whole warps whose lanes all call it) instead of
+// element by element. Kernels ask for it where such rows are expected (the row kernels'
+// shifted streams), so that the others do not carry its code.
+template <class Layout, cache_policy Policy = cache_policy::normal, bool Realign = false, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::elements], int cols, int thread) {
   using access = detail::group_access<T, Layout::group_elements>;
   if (detail::is_aligned(row, access::bytes)) {
@@ -388,6 +455,10 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
       }
     }
   } else {
+    if constexpr (Realign && detail::realigns_stores<Layout, T>) {
+      if (__activemask() == ~0u)  // the shuffles need the whole warp
+        return detail::store_row_realigned<Layout, Policy>(row, src, cols, thread);
+    }
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) {
       const int c = Layout::column(thread, j);
@@ -403,7 +474,8 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
 // (the whole row's floats can push a kernel at its register cap into spills), while
 // BlockGroups = Layout::groups computes the whole row first (more independent work in flight,
 // where the registers allow it).
-template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal, class T, class F>
+template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal, bool Realign = false,
+          class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], F f,
                                                         int cols, int thread) {
   static_assert(BlockGroups >= 1 && Layout::groups % BlockGroups == 0, "store_row_from_pairs: blocks of whole groups");
@@ -418,7 +490,7 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T
       values[2 * i + 1] = f(x.y);
     }
     const int offset = b * block::columns;
-    store_row<block, Policy>(row + offset, values, cols - offset, thread);
+    store_row<block, Policy, Realign>(row + offset, values, cols - offset, thread);
   }
 }
 

@@ -1,0 +1,97 @@
+// store_row (tilekit/ops/row_io.cuh) at every offset of the row inside its 16-byte unit: the
+// aligned path (offset 0), the realigned path of whole warps (Realign = true, 16-byte groups:
+// each lane writes the unit that straddles its own and the next, the neighbour's by shuffle)
+// and the element path (Realign = false, groups under 16 bytes, or a warp that is not whole at
+// the call). bf16, fp16 and fp32, layouts of 1 to 16 warps and 1 to 4 groups, and `cols`
+// cutting the row anywhere.
+//
+// Each thread stores exact small integers (column % 200 - 100) from the layout's registers into
+// a poisoned buffer; every element of the buffer is checked: the row's columns [0, cols) hold
+// their values, everything else (before the row, after cols, after the layout) the poison.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/gpu_test.cuh"
+#include "tilekit/ops/row_io.cuh"
+
+using namespace tilekit;
+using namespace tilekit::testing;
+
+namespace {
+
+float value_of(int column) { return float(column % 200 - 100); }
+
+// `half_warps`: only lanes 0-15 of each warp store (the others skip the call), so the warp is
+// not whole at the call and store_row takes its element path.
+template <class T, class Layout, bool Realign>
+__global__ void store_kernel(T* out, int offset, int cols, bool half_warps) {
+  float v[Layout::elements];
+#pragma unroll
+  for (int j = 0; j < Layout::elements; ++j) v[j] = float(Layout::column(threadIdx.x, j) % 200 - 100);
+  if (half_warps && laneid() >= 16) return;
+  store_row<Layout, cache_policy::streaming, Realign>(out + offset, v, cols, threadIdx.x);
+}
+
+template <class T, class Layout, bool Realign>
+int run_case(int offset, int cols, bool half_warps) {
+  const int span = offset + Layout::columns + 32;
+  device_buffer<T> out{size_t(span)};  // poisoned
+  store_kernel<T, Layout, Realign><<<1, Layout::threads>>>(out.get(), offset, cols, half_warps);
+  TILEKIT_CHECK_CUDA(cudaGetLastError());
+  TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+  const std::vector<T> got = out.download();
+  std::vector<bool> stored(size_t(Layout::columns), false);
+  for (int t = 0; t < Layout::threads; ++t)
+    if (!half_warps || t % 32 < 16)
+      for (int j = 0; j < Layout::elements; ++j) stored[size_t(Layout::column(t, j))] = true;
+  int bad = 0;
+  for (int i = 0; i < span; ++i) {
+    const int c = i - offset;
+    const bool written = c >= 0 && c < std::min(cols, int(Layout::columns)) && stored[size_t(c)];
+    const uint32_t want = written ? raw_bits(convert<T>(value_of(c))) : poison_bits<T>();
+    const uint32_t have = raw_bits(got[size_t(i)]);
+    if (have != want && ++bad <= 5)
+      ADD_FAILURE() << "element " << i << " (column " << c << "): 0x" << std::hex << have << " want 0x" << want
+                    << std::dec << " (" << Layout::threads << " threads, " << Layout::groups << " groups of "
+                    << Layout::group_elements << ", offset " << offset << ", cols " << cols
+                    << (half_warps ? ", half warps" : "") << (Realign ? ", realign" : "") << ")";
+  }
+  return bad;
+}
+
+template <class T, class Layout>
+void every_case() {
+  constexpr int E = 16 / int(sizeof(T));
+  constexpr int n = Layout::columns;
+  int bad = 0;
+  for (int offset = 0; offset < E; ++offset)
+    for (int cols : {1, E - 1, E, E + 1, n / 2 + 3, n - E - 1, n - 1, n, n + 5})
+      for (bool half : {false, true}) {
+        bad += run_case<T, Layout, true>(offset, cols, half);
+        bad += run_case<T, Layout, false>(offset, cols, half);
+        if (bad > 20) return;
+      }
+  EXPECT_EQ(bad, 0);
+}
+
+class RowIo : public GpuTest {};
+
+TEST_F(RowIo, StoreRowBf16OneWarp) {
+  every_case<bf16, row_layout<32, 1, 8>>();
+  every_case<bf16, row_layout<32, 4, 8>>();
+  every_case<bf16, row_layout<32, 2, 16>>();  // two units per group
+}
+TEST_F(RowIo, StoreRowBf16Warps) {
+  every_case<bf16, row_layout<64, 2, 8>>();
+  every_case<bf16, row_layout<512, 4, 8>>();
+}
+TEST_F(RowIo, StoreRowFp16) { every_case<fp16, row_layout<128, 2, 8>>(); }
+TEST_F(RowIo, StoreRowFp32) {
+  every_case<float, row_layout<32, 2, 8>>();   // two units per group
+  every_case<float, row_layout<128, 1, 4>>();  // one unit per group
+  every_case<float, row_layout<64, 2, 2>>();   // 8-byte groups: the element path
+}
+
+}  // namespace
