@@ -5,7 +5,7 @@
 // Minimal bytes (DESIGN.md 4): logits read once (M x V x 2 B), labels read (M x 8 B), loss
 // and lse written (M x 4 B each); the fused forward also writes dlogits (M x V x 2 B); the
 // backward reads logits, labels, lse and the per-row upstream gradient and writes dlogits.
-// The *_odd benchmarks run vocabularies whose rows are not 16-byte aligned (the direct path),
+// The *_odd benchmarks run vocabularies whose rows are not 16-byte aligned (the shifted stream),
 // with M = floor(2^28 / V). The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
 #include <cstdint>
 #include <vector>

@@ -3,7 +3,7 @@
 // device-to-device copy bandwidth measured in the same run (x_copy). Targets (ANCHORS.md):
 // forward >= 0.90 x_copy for N >= 4K (0.75 at 1K), backward >= 0.85 for N >= 4K.
 //
-// The *_odd benchmarks run widths whose rows are not 16-byte aligned (the direct path).
+// The *_odd benchmarks run widths whose rows are not 16-byte aligned (the shifted stream).
 //
 // The working set (2^28 elements = 512 MiB per tensor) is ten times the L2, so inputs need no
 // rotation; the weight (<= 512 KiB) is meant to stay in L2 and is counted once.

@@ -65,13 +65,14 @@ struct stream_op : tkd::row_op_defaults {
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars,
-                                         const bf16* (&in)[1], const Ctx& ctx) {
+                                         const tkd::stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     float v[layout::elements];
     tilekit::load_row_aligned<layout>(v, in[0], cols, at.thread);
     if constexpr (Mode == 2) {
-      tilekit::store_row<layout, tilekit::cache_policy::streaming>(p.y + row * p.cols + at.col0, v, cols, at.thread);
+      tilekit::store_row<layout, tilekit::cache_policy::streaming, S::shifted>(p.y + row * p.cols + at.col0, v, cols,
+                                                                              at.thread);
     } else {
       float sum = 0.f;
 #pragma unroll
@@ -143,7 +144,7 @@ struct segment_read_op : tkd::row_op_defaults {
   };
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE float partial(const params& p, const tkd::row_place& at, int64_t, row_scalars,
-                                              const bf16* (&in)[1], pending<S>& running) {
+                                              const tkd::stage_row<S> (&in)[1], pending<S>& running) {
     using layout = typename S::layout;
     float v[layout::elements];
     tilekit::load_row_aligned<layout>(v, in[0], p.cols - at.col0, at.thread);

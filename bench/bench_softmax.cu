@@ -1,7 +1,7 @@
 // Softmax forward and backward (kernels/softmax), bf16, M * N = 2^28 elements, against the
 // device-to-device copy bandwidth measured in the same run.
 //
-// The *_odd benchmarks run widths whose rows are not 16-byte aligned (the direct path), with
+// The *_odd benchmarks run widths whose rows are not 16-byte aligned (the shifted stream), with
 // M = floor(2^28 / N).
 //
 // Bytes are the minimal traffic (DESIGN.md 4): forward reads x and writes y (2 x M x N x 2 B),

@@ -4,11 +4,11 @@
 //
 //   TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(tb::row_widths<'N'>);   // the argument's name
 //
-// row_widths: the widths of the issue, 1K-256K, whose rows are 16-byte aligned (the staged
-// path). odd_row_widths: one odd width below each of 1K, 4K, 16K, 64K (GPT-2's vocabulary,
+// row_widths: the widths of the issue, 1K-256K, whose rows are 16-byte aligned (the aligned
+// stream). odd_row_widths: one odd width below each of 1K, 4K, 16K, 64K (GPT-2's vocabulary,
 // 50257) and 256K: rows of an odd number of 16-bit elements are not 16-byte aligned, so the
-// kernels take their direct path (kernels/common/row_kernel.cuh, "Unaligned matrices"); each
-// width sits in the size class of the aligned width above it.
+// kernels take their shifted stream (kernels/common/row_kernel.cuh, "Unaligned matrices");
+// each width sits in the size class of the aligned width above it.
 
 #include <benchmark/benchmark.h>
 
