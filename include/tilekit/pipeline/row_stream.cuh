@@ -13,8 +13,10 @@
 // matrices of element type T, those rows' `Cols`-column chunk starting at column col0 (a
 // cluster splits wide rows: CTA rank r streams columns [r * Cols, (r + 1) * Cols)):
 //
-//   stage s:  [input 0: row 0 | row 1 | ... | row Rows-1][input 1: ...] ...   (each Cols x T)
+//   stage s:  [input 0: row 0 | row 1 | ... | row Rows-1][input 1: ...] ...   (each pitch x T)
 //   data(s, input, r) = stage s, input, row r: Cols contiguous elements, 16-byte aligned
+//   (shifted streams, below: row r's chunk sits `shift` elements into its stage row, whose
+//   pitch is Cols + one 16-byte unit; row(s, input, r, ...) gives it as a shifted_row)
 //
 // Protocol (one ring per CTA, every thread runs the same loop; see row_kernel in
 // kernels/common for the loop that uses it):
@@ -33,7 +35,9 @@
 //                thread wait_released() (init(consumers) sets how many arrivals close a lap).
 //
 // Proxies: the stage is written by the async proxy (bulk copy) and read by ordinary loads
-// after the mbarrier wait, which is what makes the bytes visible (HOPPER_NOTES 3.6). The refill
+// after the mbarrier wait, which is what makes the bytes visible (HOPPER_NOTES 3.6). (A shifted
+// stream's issuing thread also writes a few elements of the matrix's first and last units with
+// ordinary stores, before its arrival on full[s]: the arrival releases them to the waiters.) The refill
 // must be issued after every consumer's last ordinary read of the stage: the same
 // read-then-overwrite ordering as a consumer's empty-barrier release in a TMA pipeline.
 // compute-sanitizer's racecheck follows CTA barriers and mbarriers, but not a fence plus an
