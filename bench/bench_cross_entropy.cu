@@ -118,6 +118,8 @@ TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Apply(tb::row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Apply(tb::row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Apply(tb::row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_odd")->Apply(tb::odd_row_widths<'V'>);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Name("BM_cross_entropy_forward_with_gradient_odd")->Apply(tb::odd_row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)
+    ->Name("BM_cross_entropy_forward_with_gradient_odd")
+    ->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK_MAIN()

@@ -404,8 +404,8 @@ struct ce_forward_op : row_op_defaults {
   // and segment); the warp combines the threads' statistics (ce_stats_op) only at the row's last
   // segment, so the other segments need no shuffle at all.
   template <class S>
-  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at, stage_row<S> segment,
-                                                                 streamed_state& out) {
+  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at,
+                                                                 stage_row<S> segment, streamed_state& out) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     const bool with_logit_sum = p.label_smoothing != 0.f;

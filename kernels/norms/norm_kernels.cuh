@@ -671,8 +671,8 @@ struct norm_forward_op : row_op_defaults {
               at.thread);
 #pragma unroll
         for (int i = 0; i < V; ++i) v[n * V + i] = convert<float>(convert<T>(v[n * V + i] + r[i]));
-        store_row<piece, cache_policy::streaming, S::shifted>(h_row + offset, piece_of<layout>(v, n), cols_here - offset,
-                                                  at.thread);
+        store_row<piece, cache_policy::streaming, S::shifted>(h_row + offset, piece_of<layout>(v, n),
+                                                              cols_here - offset, at.thread);
       }
     } else {
       load_row_aligned<layout>(v, in[0], cols_here, at.thread);
@@ -703,8 +703,8 @@ struct norm_forward_op : row_op_defaults {
         if constexpr (is_layer) v[j] += b[i];
       }
     }
-    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.y) + row * p.y_stride + at.col0, v, cols_here,
-                                               at.thread);
+    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.y) + row * p.y_stride + at.col0, v,
+                                                           cols_here, at.thread);
     if (at.leader()) {
       if (p.rstd) p.rstd[row] = rstd;
       if constexpr (is_layer)

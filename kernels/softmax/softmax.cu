@@ -113,8 +113,8 @@ struct softmax_forward_op : row_op_defaults {
   }
 
   template <class S, class Ctx>
-  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const stage_row<S> (&in)[1],
-                                         const Ctx& ctx) {
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
+                                         const stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     T* out = static_cast<T*>(p.y) + row * p.y_row_stride + at.col0;
@@ -176,8 +176,8 @@ struct softmax_backward_op : row_op_defaults {
   }
 
   template <class S, class Ctx>
-  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars, const stage_row<S> (&in)[2],
-                                         const Ctx& ctx) {
+  TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars,
+                                         const stage_row<S> (&in)[2], const Ctx& ctx) {
     using layout = typename S::layout;
     const int cols = p.cols - at.col0;
     float y[layout::elements], dy[layout::elements];
@@ -189,8 +189,8 @@ struct softmax_backward_op : row_op_defaults {
     const float dot = ctx.reduce(my_dot, sum_op{});
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) y[j] *= dy[j] - dot;
-    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.dx) + row * p.dx_row_stride + at.col0, y, cols,
-                                               at.thread);
+    store_row<layout, cache_policy::streaming, S::shifted>(static_cast<T*>(p.dx) + row * p.dx_row_stride + at.col0, y,
+                                                           cols, at.thread);
   }
 };
 

@@ -44,7 +44,8 @@ void check_all(uintptr_t size) {
           ASSERT_LT(end - s.tail_begin, unit);
           // Each element of the run exactly once.
           for (uintptr_t a = first; a < end; a += size) {
-            const int covered = int(a < s.head_end) + int(a >= s.tail_begin) + int(bulk && a >= s.bulk_begin && a < s.bulk_end);
+            const int covered =
+                int(a < s.head_end) + int(a >= s.tail_begin) + int(bulk && a >= s.bulk_begin && a < s.bulk_end);
             ASSERT_EQ(covered, 1) << "element at " << a - base;
           }
           // By hand only where a whole-unit copy would leave the matrix.

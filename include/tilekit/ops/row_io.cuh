@@ -474,8 +474,8 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
 // (the whole row's floats can push a kernel at its register cap into spills), while
 // BlockGroups = Layout::groups computes the whole row first (more independent work in flight,
 // where the registers allow it).
-template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal, bool Realign = false,
-          class T, class F>
+template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal,
+          bool Realign = false, class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], F f,
                                                         int cols, int thread) {
   static_assert(BlockGroups >= 1 && Layout::groups % BlockGroups == 0, "store_row_from_pairs: blocks of whole groups");

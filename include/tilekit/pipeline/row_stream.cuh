@@ -37,8 +37,8 @@
 // Proxies: the stage is written by the async proxy (bulk copy) and read by ordinary loads
 // after the mbarrier wait, which is what makes the bytes visible (HOPPER_NOTES 3.6). (A shifted
 // stream's issuing thread also writes a few elements of the matrix's first and last units with
-// ordinary stores, before its arrival on full[s]: the arrival releases them to the waiters.) The refill
-// must be issued after every consumer's last ordinary read of the stage: the same
+// ordinary stores, before its arrival on full[s]: the arrival releases them to the waiters.)
+// The refill must be issued after every consumer's last ordinary read of the stage: the same
 // read-then-overwrite ordering as a consumer's empty-barrier release in a TMA pipeline.
 // compute-sanitizer's racecheck follows CTA barriers and mbarriers, but not a fence plus an
 // atomic count (it reports such refills as races; see kernels/common/row_kernel.cuh for what
@@ -202,7 +202,6 @@ struct row_stream {
   }
 
   // All threads: wait until the stage the ring points at holds its data.
-  // All threads: wait until the stage the ring points at holds its data.
   TILEKIT_DEVICE TILEKIT_INLINE void wait(const stage_ring<Stages>& ring) const { full_[ring.index].wait(ring.phase); }
   // Each consumer thread, after its last read of the stage the ring points at (this lap).
   TILEKIT_DEVICE TILEKIT_INLINE void release(const stage_ring<Stages>& ring) const { empty_[ring.index].arrive(); }
@@ -211,7 +210,6 @@ struct row_stream {
   TILEKIT_DEVICE TILEKIT_INLINE void wait_released(const stage_ring<Stages>& ring) const {
     empty_[ring.index].wait(ring.phase);
   }
-
 
  private:
   // Whole rows of a dense matrix (as in issue()): one copy for the item, its rows back to back.
@@ -235,11 +233,13 @@ struct row_stream {
         const uintptr_t hi = reinterpret_cast<uintptr_t>(source.base + (total_rows - 1) * source.stride + cols);
         const T* first = source.base + first_row * source.stride + col0;
         if (dense(source, chunk, cols)) {
-          f(data(stage, i, 0), reinterpret_cast<uintptr_t>(first), reinterpret_cast<uintptr_t>(first + int64_t(present) * cols), lo, hi);
+          f(data(stage, i, 0), reinterpret_cast<uintptr_t>(first),
+            reinterpret_cast<uintptr_t>(first + int64_t(present) * cols), lo, hi);
         } else {
           for (int r = 0; r < present; ++r) {
             const T* start = first + r * source.stride;
-            f(data(stage, i, r), reinterpret_cast<uintptr_t>(start), reinterpret_cast<uintptr_t>(start + chunk), lo, hi);
+            f(data(stage, i, r), reinterpret_cast<uintptr_t>(start), reinterpret_cast<uintptr_t>(start + chunk), lo,
+              hi);
           }
         }
       }
