@@ -19,17 +19,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
+#include "harness/cuda_resources.cuh"
 #include "softmax/softmax.h"
+#include "tilekit/core/error.cuh"
 
 namespace {
-
-bool check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
 
 // Worst relative error of row r of y against softmax(x) in fp64.
 double row_error(const std::vector<__nv_bfloat16>& x, const std::vector<__nv_bfloat16>& y, int64_t r, int64_t n) {
@@ -43,6 +40,37 @@ double row_error(const std::vector<__nv_bfloat16>& x, const std::vector<__nv_bfl
     worst = std::fmax(worst, std::fabs(have - want) / want);
   }
   return worst;
+}
+
+// Times and checks one width; false if the check fails (CUDA errors throw tilekit::cuda_error).
+bool run(int64_t n) {
+  namespace tb = tilekit::bench;
+  const int64_t m = std::max<int64_t>(1, (int64_t(1) << 28) / n);
+  std::vector<__nv_bfloat16> x(size_t(m * n)), y(x.size());
+  unsigned s = 12345;  // values in [-2.5, 2.5): exponentials within a factor e^5 of each other
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = __float2bfloat16(float((s >> 8) % 2000) / 400.f - 2.5f);
+  }
+  const tb::device_array<__nv_bfloat16> x_device(x.size()), y_device(x.size());
+  TILEKIT_CHECK_CUDA(cudaMemcpy(x_device.data(), x.data(), x_device.bytes(), cudaMemcpyHostToDevice));
+  const tilekit::kernels::softmax_forward_args args{
+      .y = y_device.data(), .x = x_device.data(), .rows = m, .cols = n, .x_row_stride = n, .y_row_stride = n};
+  for (int i = 0; i < 3; ++i) tilekit::kernels::softmax_forward(args, nullptr);
+  const tb::cuda_event start, stop;
+  start.record(nullptr);
+  constexpr int launches = 10;
+  for (int i = 0; i < launches; ++i) tilekit::kernels::softmax_forward(args, nullptr);
+  stop.record(nullptr);
+  const double seconds = tb::elapsed_seconds(start, stop);
+  TILEKIT_CHECK_CUDA(cudaGetLastError());
+  TILEKIT_CHECK_CUDA(cudaMemcpy(y.data(), y_device.data(), y_device.bytes(), cudaMemcpyDeviceToHost));
+  double worst = 0;
+  for (int64_t r : {int64_t(0), int64_t(1), int64_t(2), int64_t(3), m / 2, m - 1})
+    if (r < m) worst = std::fmax(worst, row_error(x, y, r, n));
+  const double gbps = 4.0 * double(m) * double(n) * launches / (seconds * 1e9);
+  std::printf("N=%lld: %.1f GB/s, worst relative error %.2e\n", static_cast<long long>(n), gbps, worst);
+  return worst <= 1e-2;
 }
 
 }  // namespace
@@ -60,48 +88,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "N = %s: out of range\n", argv[a]);
       return 2;
     }
-    const int64_t m = std::max<int64_t>(1, (int64_t(1) << 28) / n);
-    std::vector<__nv_bfloat16> x(size_t(m * n)), y(x.size());
-    unsigned s = 12345;  // values in [-2.5, 2.5): exponentials within a factor e^5 of each other
-    for (auto& v : x) {
-      s = s * 1664525u + 1013904223u;
-      v = __float2bfloat16(float((s >> 8) % 2000) / 400.f - 2.5f);
+    try {
+      ok = run(n) && ok;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
     }
-    void *x_device = nullptr, *y_device = nullptr;
-    const size_t bytes = x.size() * sizeof(__nv_bfloat16);
-    if (!check(cudaMalloc(&x_device, bytes), "cudaMalloc") || !check(cudaMalloc(&y_device, bytes), "cudaMalloc") ||
-        !check(cudaMemcpy(x_device, x.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
-      return 1;
-    tilekit::kernels::softmax_forward_args args;
-    args.x = x_device;
-    args.y = y_device;
-    args.rows = m;
-    args.cols = n;
-    args.x_row_stride = n;
-    args.y_row_stride = n;
-    for (int i = 0; i < 3; ++i) tilekit::kernels::softmax_forward(args, nullptr);
-    cudaEvent_t start, stop;
-    cudaEventCreate(&start);
-    cudaEventCreate(&stop);
-    cudaEventRecord(start);
-    constexpr int launches = 10;
-    for (int i = 0; i < launches; ++i) tilekit::kernels::softmax_forward(args, nullptr);
-    cudaEventRecord(stop);
-    if (!check(cudaEventSynchronize(stop), "softmax_forward") || !check(cudaGetLastError(), "softmax_forward"))
-      return 1;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (!check(cudaMemcpy(y.data(), y_device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy")) return 1;
-    double worst = 0;
-    for (int64_t r : {int64_t(0), int64_t(1), int64_t(2), int64_t(3), m / 2, m - 1})
-      if (r < m) worst = std::fmax(worst, row_error(x, y, r, n));
-    const double gbps = 4.0 * double(m) * double(n) * launches / (double(ms) * 1e6);
-    std::printf("N=%lld: %.1f GB/s, worst relative error %.2e\n", static_cast<long long>(n), gbps, worst);
-    if (!(worst <= 1e-2)) ok = false;
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaFree(x_device);
-    cudaFree(y_device);
   }
   return ok ? 0 : 1;
 }
