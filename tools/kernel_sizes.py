@@ -14,7 +14,8 @@ by side):
   tools/kernel_sizes.py kernels/cross_entropy/cross_entropy.cu [--base .ab/base]
                         [--filter REGEX] [--changed] [--all-dtypes]
   --filter   only kernels whose short name matches REGEX (e.g. 'ce_forward_op<bf16, false>')
-  --changed  only kernels whose size, registers or spills differ between the trees
+  --changed  only kernels whose machine code differs between the trees (each kernel's .text
+             section compared byte for byte; "code differs" marks them in the full listing)
   --all-dtypes  compile the norms for every dtype (default: -DTILEKIT_DEV_BF16_ONLY=1, which
              only the norms read: kernels/README.md)
 """
@@ -23,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import hashlib
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -71,14 +74,27 @@ def key(mangled: str) -> str:
     return re.sub(r"_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+", "_GLOBAL__N_", mangled)
 
 
-def kernels(cubin: Path, log: str) -> dict[str, tuple[int, int, int, str]]:
-    """key(mangled name) -> (SASS bytes, registers, spill store bytes, mangled name)."""
-    sections = subprocess.run(["readelf", "-SW", str(cubin)], capture_output=True, text=True, check=True).stdout
-    sizes = {}
-    for line in sections.splitlines():
-        m = re.search(r"\]\s+\.text\.(\S+)\s+\S+\s+\S+\s+\S+\s+([0-9a-f]+)\s", line)
-        if m:
-            sizes[m.group(1)] = int(m.group(2), 16)
+def text_sections(cubin: Path) -> dict[str, bytes]:
+    """Kernel name -> the bytes of its .text.<name> section (the cubin is a 64-bit little-endian
+    ELF: section headers at e_shoff, names in the section e_shstrndx)."""
+    data = cubin.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+    sections = {}
+    for name_offset, _, _, _, offset, size, *_ in headers:
+        name = data[names_at + name_offset:data.index(b"\0", names_at + name_offset)].decode()
+        if name.startswith(".text."):
+            sections[name[len(".text."):]] = data[offset:offset + size]
+    return sections
+
+
+def kernels(cubin: Path, log: str) -> dict[str, tuple[int, int, int, str, str]]:
+    """key(mangled name) -> (SASS bytes, registers, spill store bytes, mangled name, digest of
+    the machine code)."""
+    code = text_sections(cubin)
+    sizes = {name: len(text) for name, text in code.items()}
     usage = {}
     current = None
     for line in log.splitlines():
@@ -91,7 +107,8 @@ def kernels(cubin: Path, log: str) -> dict[str, tuple[int, int, int, str]]:
         m = re.search(r"Used (\d+) registers", line)
         if m and current:
             usage.setdefault(current, [0, 0])[0] = int(m.group(1))
-    return {key(name): (size, *usage.get(name, (0, 0)), name) for name, size in sizes.items()}
+    return {key(name): (size, *usage.get(name, (0, 0)), name, hashlib.sha1(code[name]).hexdigest())
+            for name, size in sizes.items()}
 
 
 def main() -> int:
@@ -126,13 +143,15 @@ def main() -> int:
             continue
         a, b = ours.get(k), base.get(k)
         if args.base:
-            if args.changed and a is not None and b is not None and a[:3] == b[:3]:
+            same_code = a is not None and b is not None and a[4] == b[4]
+            if args.changed and same_code:
                 continue
             size = lambda k: f"{k[0]:7d}" if k else "      -"
             regs = lambda k: f"{k[1]}" if k else "-"
             spills = lambda k: f"{k[2]}" if k else "-"
             change = f"{a[0] - b[0]:+7d}" if a and b else "       "
-            print(f"{short:72s} {size(b)} {size(a)} {change}   {regs(b):>3s} -> {regs(a):>3s}   {spills(b)} -> {spills(a)}")
+            print(f"{short:72s} {size(b)} {size(a)} {change}   {regs(b):>3s} -> {regs(a):>3s}   {spills(b)} -> {spills(a)}"
+                  + ("" if same_code or not (a and b) else "   code differs"))
             total[0] += b[0] if b else 0
             total[1] += a[0] if a else 0
         else:
