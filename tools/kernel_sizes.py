@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Machine code size, registers and spills of every kernel of a translation unit, compiled
-here (no GPU): nvcc -cubin for sm_90a, each kernel's SASS size from its .text section
-(readelf), its registers and spills from ptxas -v. With --base, the same unit of another
-source tree (e.g. .ab/base, made with git archive) side by side, and the change.
+here (no GPU): nvcc -cubin for sm_90a, each kernel's SASS size and a digest of its machine
+code from its .text section (read from the cubin's ELF headers), its registers and spills from
+ptxas -v. With --base, the same unit of another source tree (e.g. .ab/base, made with git
+archive) side by side, and the change.
 
 Why: a change to the row kernel's loop can grow the code of kernels that do not use it, and
 some kernels measured slower with more code (the cross-entropy forward: row_kernel.cuh, "Paced
@@ -93,8 +94,6 @@ def text_sections(cubin: Path) -> dict[str, bytes]:
 def kernels(cubin: Path, log: str) -> dict[str, tuple[int, int, int, str, str]]:
     """key(mangled name) -> (SASS bytes, registers, spill store bytes, mangled name, digest of
     the machine code)."""
-    code = text_sections(cubin)
-    sizes = {name: len(text) for name, text in code.items()}
     usage = {}
     current = None
     for line in log.splitlines():
@@ -107,8 +106,8 @@ def kernels(cubin: Path, log: str) -> dict[str, tuple[int, int, int, str, str]]:
         m = re.search(r"Used (\d+) registers", line)
         if m and current:
             usage.setdefault(current, [0, 0])[0] = int(m.group(1))
-    return {key(name): (size, *usage.get(name, (0, 0)), name, hashlib.sha1(code[name]).hexdigest())
-            for name, size in sizes.items()}
+    return {key(name): (len(text), *usage.get(name, (0, 0)), name, hashlib.sha1(text).hexdigest())
+            for name, text in text_sections(cubin).items()}
 
 
 def main() -> int:
