@@ -1,6 +1,7 @@
 // store_row (tilekit/ops/row_io.cuh) at every offset of the row inside its 16-byte unit: the
 // aligned path (offset 0), the realigned path of whole warps (Realign = true, 16-byte groups:
-// each lane writes the unit that straddles its own and the next, the neighbour's by shuffle)
+// each lane writes the unit that straddles its own and the next, the neighbour's by shuffle;
+// lane 31 the pieces at the warp's two edges)
 // and the element path (Realign = false, groups under 16 bytes, or a warp that is not whole at
 // the call). bf16, fp16 and fp32, layouts of 1 to 16 warps and 1 to 4 groups, and `cols`
 // cutting the row anywhere.
@@ -65,9 +66,12 @@ template <class T, class Layout>
 void every_case() {
   constexpr int E = 16 / int(sizeof(T));
   constexpr int n = Layout::columns;
+  constexpr int w = 32 * Layout::group_elements;
   int bad = 0;
   for (int offset = 0; offset < E; ++offset)
-    for (int cols : {1, E - 1, E, E + 1, n / 2 + 3, n - E - 1, n - 1, n, n + 5})
+    // (w + 2: just past the first unit of lane 0's second group, or of the second warp, whose
+    // head lane 31 writes)
+    for (int cols : {1, E - 1, E, E + 1, w + 2, n / 2 + 3, n - E - 1, n - 1, n, n + 5})
       for (bool half : {false, true}) {
         bad += run_case<T, Layout, true>(offset, cols, half);
         bad += run_case<T, Layout, false>(offset, cols, half);

@@ -40,6 +40,7 @@
 
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/util.cuh"
+#include "tilekit/ops/memory/ptx_memory.cuh"
 
 namespace tilekit {
 
@@ -255,7 +256,7 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
 // layout, and so every result, is that of the aligned loads.
 template <class T>
 struct shifted_row {
-  const T* units;  // 16-byte aligned
+  const T* units;  // 16-byte aligned, in shared memory (the loads use ld.shared)
   int shift;       // 0 <= shift < vector_elements<T>; uniform over the threads of a row
   // The chunk `columns` further on (a multiple of vector_elements<T>: a piece of a layout).
   TILEKIT_HOST_DEVICE shifted_row operator+(int columns) const { return {units + columns, shift}; }
@@ -263,29 +264,42 @@ struct shifted_row {
 };
 
 namespace detail {
-// The thread's groups of a shifted row as 16-byte units, one call of f(g, k, unit) per unit k of
-// group g (columns [group_column(thread, g) + k E, + E)) that starts below `cols`.
-template <class Layout, class T, class F>
+// The thread's groups of a shifted row as 16-byte units: f(g, k, unit) for each unit k of group g
+// (columns [group_column(thread, g) + k E, + E)), in order. Full (every unit lies below `cols`):
+// straight-line code; otherwise units from `cols` on are skipped (a branch per unit; the warp
+// that holds a row's last column). The row is read with ld.shared on its 32-bit shared-window
+// address (through a generic pointer each unit cost a 64-bit address and a generic load). Units
+// past `cols` are not read. (Reading them too, for straight-line code on both paths, was tried
+// with another form of the edge stores and spilled more where kernels sit at the register cap,
+// e.g. the bf16 softmax forward at 32K 340 bytes, the LayerNorm backward at 1K 820.)
+template <class Layout, bool Full, class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void for_each_shifted_unit(shifted_row<T> row, int cols, int thread, F f) {
   constexpr int E = vector_elements<T>;
   static_assert(Layout::group_elements % E == 0, "shifted rows move groups of whole 16-byte units");
   constexpr int units_per_group = Layout::group_elements / E;
-  const uint4* units = reinterpret_cast<const uint4*>(row.units);
+  const uint32_t units = static_cast<uint32_t>(__cvta_generic_to_shared(row.units));
   const int shift = row.shift * int(sizeof(T));
-  const bool full = Layout::full(thread, cols);
 #pragma unroll
   for (int g = 0; g < Layout::groups; ++g) {
     const int u0 = Layout::group_column(thread, g) / E;
-    if (!full && u0 * E >= cols) continue;
-    uint4 lo = units[u0];
+    if (!Full && u0 * E >= cols) continue;
+    uint4 lo = ptx::ld_shared_16(units + 16 * u0);
 #pragma unroll
     for (int k = 0; k < units_per_group; ++k) {
-      if (!full && (u0 + k) * E >= cols) break;
-      const uint4 hi = units[u0 + k + 1];
+      if (!Full && (u0 + k) * E >= cols) break;
+      const uint4 hi = ptx::ld_shared_16(units + 16 * (u0 + k + 1));
       f(g, k, funnel_bytes(lo, hi, shift));
       lo = hi;
     }
   }
+}
+
+// Whether every thread of the warp holds its columns of the row whole (Layout::full): then the
+// warp takes the shifted loads' path with no column tests; otherwise all its threads take the
+// tested one, so that the warp does not run both, one after the other.
+template <class Layout>
+TILEKIT_DEVICE TILEKIT_INLINE bool warp_full(int thread, int cols) {
+  return __all_sync(__activemask(), Layout::full(thread, cols));
 }
 }  // namespace detail
 
@@ -295,20 +309,21 @@ template <class Layout, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], shifted_row<T> row, int cols,
                                                     int thread, float fill = 0.0f) {
   constexpr int E = vector_elements<T>;
-  const bool full = Layout::full(thread, cols);
-  if (!full) {
-#pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
+  if (detail::warp_full<Layout>(thread, cols)) {
+    detail::for_each_shifted_unit<Layout, true>(row, cols, thread, [&](int g, int k, uint4 w) {
+      detail::unpack_word<T>(w, dst + g * Layout::group_elements + k * E);
+    });
+    return;
   }
-  detail::for_each_shifted_unit<Layout>(row, cols, thread, [&](int g, int k, uint4 w) {
+#pragma unroll
+  for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
+  detail::for_each_shifted_unit<Layout, false>(row, cols, thread, [&](int g, int k, uint4 w) {
     float* out = dst + g * Layout::group_elements + k * E;
     detail::unpack_word<T>(w, out);
-    if (!full) {
-      const int c0 = Layout::group_column(thread, g) + k * E;
+    const int c0 = Layout::group_column(thread, g) + k * E;
 #pragma unroll
-      for (int i = 0; i < E; ++i)
-        if (c0 + i >= cols) out[i] = fill;
-    }
+    for (int i = 0; i < E; ++i)
+      if (c0 + i >= cols) out[i] = fill;
   });
 }
 
@@ -318,17 +333,16 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
                                                           int cols, int thread, T fill) {
   static_assert(is_16bit_float<T>, "load_row_pairs_aligned: 16-bit rows (bf16, fp16)");
   constexpr int E = vector_elements<T>;
-  const bool full = Layout::full(thread, cols);
-  if (!full) {
-#pragma unroll
-    for (int i = 0; i < Layout::elements / 2; ++i) dst[i] = make_pair<T>(fill, fill);
+  if (detail::warp_full<Layout>(thread, cols)) {
+    detail::for_each_shifted_unit<Layout, true>(row, cols, thread, [&](int g, int k, uint4 w) {
+      memcpy(dst + (g * Layout::group_elements + k * E) / 2, &w, sizeof(w));
+    });
+    return;
   }
-  detail::for_each_shifted_unit<Layout>(row, cols, thread, [&](int g, int k, uint4 w) {
+#pragma unroll
+  for (int i = 0; i < Layout::elements / 2; ++i) dst[i] = make_pair<T>(fill, fill);
+  detail::for_each_shifted_unit<Layout, false>(row, cols, thread, [&](int g, int k, uint4 w) {
     packed_t<T>* out = dst + (g * Layout::group_elements + k * E) / 2;
-    if (full) {
-      memcpy(out, &w, sizeof(w));
-      return;
-    }
     T e[E];
     memcpy(e, &w, sizeof(w));
     const int c0 = Layout::group_column(thread, g) + k * E;
@@ -371,27 +385,67 @@ template <class Layout, class T>
 inline constexpr bool realigns_stores = Layout::threads % warp_threads == 0 &&
                                         (Layout::group_elements * int(sizeof(T))) % max_access_bytes == 0;
 
+// Pieces of a 16-byte unit v stored at p, a 16-byte aligned global address, in at most three
+// naturally aligned stores of 8, 4 and 2 bytes: its first `bytes` bytes (prefix), its last
+// `bytes` bytes (suffix); 0 <= bytes < 16, a multiple of the element size.
+template <cache_policy Policy>
+TILEKIT_DEVICE TILEKIT_INLINE void store_unit_prefix(unsigned char* p, uint4 v, int bytes) {
+  if (bytes & 8) store_word<Policy>(reinterpret_cast<uint2*>(p), make_uint2(v.x, v.y));
+  const int at4 = bytes & 8, at2 = bytes & 12;
+  if (bytes & 4) store_word<Policy>(reinterpret_cast<unsigned*>(p + at4), at4 ? v.z : v.x);
+  if (bytes & 2) {
+    const unsigned w = at2 & 8 ? (at2 & 4 ? v.w : v.z) : (at2 & 4 ? v.y : v.x);
+    store_word<Policy>(reinterpret_cast<unsigned short*>(p + at2), static_cast<unsigned short>(w));
+  }
+}
+template <cache_policy Policy>
+TILEKIT_DEVICE TILEKIT_INLINE void store_unit_suffix(unsigned char* p, uint4 v, int bytes) {
+  const int at2 = 16 - bytes, at4 = 16 - (bytes & 12);  // at2 % 4 == 2 when bytes & 2
+  if (bytes & 2) {
+    const unsigned w = at2 & 8 ? (at2 & 4 ? v.w : v.z) : (at2 & 4 ? v.y : v.x);
+    store_word<Policy>(reinterpret_cast<unsigned short*>(p + at2), static_cast<unsigned short>(w >> 16));
+  }
+  if (bytes & 4) store_word<Policy>(reinterpret_cast<unsigned*>(p + at4), at4 & 8 ? v.w : v.y);
+  if (bytes & 8) store_word<Policy>(reinterpret_cast<uint2*>(p + 8), make_uint2(v.z, v.w));
+}
+// Elements [lo, hi) of the unit v of T at p (16-byte aligned), one by one.
+template <class T, cache_policy Policy>
+TILEKIT_DEVICE TILEKIT_INLINE void store_unit_elements(T* p, uint4 v, int lo, int hi) {
+  using bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
+  constexpr int E = max_access_bytes / int(sizeof(T));
+  constexpr int per_word = 4 / int(sizeof(T));
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int t = 0; t < E; ++t)
+    if (lo <= t && t < hi)
+      store_word<Policy>(reinterpret_cast<bits*>(p + t),
+                         static_cast<bits>(w[t / per_word] >> (t % per_word * 8 * int(sizeof(T)))));
+}
+
 // store_row for a row that starts `a` elements (0 < a < E = 16 / sizeof(T)) past a 16-byte
 // boundary, every lane of the warp together. Global unit u of the row holds columns
 // [E u - a, E u - a + E), so the lane's unit at column c (columns [c, c + E)) straddles two of
-// them: the one before, which it shares with the previous unit's owner, and the one after
-// (its last a columns, then the next unit's first E - a). The next unit is the lane's own next
-// unit of the group or, after the group's last, lane + 1's first (a shuffle); the lane writes
-// the unit after as one 16-byte store, funnel-shifted out of the two, when it has the next unit
-// (not lane 31 at the end of its group) and the unit lies inside [0, cols). Otherwise it writes
-// its own last a columns element by element, and the owner of the next unit its first E - a:
-// each side tests the same condition. So element stores remain at each warp's edges (one unit
-// in 32) and at `cols`, and each column is written once, by the lane that holds it.
+// them. The lane writes the one after: its own last a columns, then the next unit's first E - a,
+// funnel-shifted out of the two. The next unit is the lane's own next unit of the group or, after
+// the group's last, lane + 1's first (a shuffle). Where the unit after reaches past `cols`, only
+// its columns below `cols` are written (store_unit_prefix).
+// The warp's edges: lane 31's last unit of a group is followed by the next warp's unit, which
+// it does not hold, and nobody writes the unit before lane 0's first. Lane 31 writes both: its
+// shuffle wrapped around, so its unit after holds its own last a columns and then lane 0's first
+// E - a, which are exactly the head of its unit after (a prefix of a elements) and the tail of
+// the unit before lane 0's (a suffix of E - a), at the same positions: at most three stores each.
+// So each column is written once, by 16-byte stores except at the warps' edges and at `cols`.
 template <class Layout, cache_policy Policy, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row_realigned(T* row, const float (&src)[Layout::elements], int cols,
                                                        int thread) {
   using access = group_access<T, Layout::group_elements>;
   static_assert(access::bytes == max_access_bytes, "store_row_realigned: 16-byte units");
   constexpr int E = access::elements, A = access::accesses;  // per unit; units per group
+  constexpr int size = int(sizeof(T));
   const int a = int(reinterpret_cast<uintptr_t>(row) % max_access_bytes / sizeof(T));
   const int lane = laneid();
-  uint4* const units = reinterpret_cast<uint4*>(reinterpret_cast<uintptr_t>(row) - uintptr_t(a) * sizeof(T));
-  const int shift = (E - a) * int(sizeof(T));  // bytes of the lane's unit before the unit after
+  unsigned char* const units = reinterpret_cast<unsigned char*>(row) - a * size;  // 16-byte aligned
+  const int shift = (E - a) * size;  // bytes of the lane's unit before the unit after
 #pragma unroll
   for (int g = 0; g < Layout::groups; ++g) {
     const int c0 = Layout::group_column(thread, g);
@@ -403,20 +457,22 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_realigned(T* row, const float (&src
 #pragma unroll
     for (int k = 0; k < A; ++k) {
       const int c = c0 + k * E;
-      const bool has_next = k + 1 < A || lane != warp_threads - 1;
-      const bool has_previous = k > 0 || lane != 0;
       const int first = c + E - a;  // the unit after's first column
-      const bool after_whole = has_next && first + E <= cols;
-      const bool before_whole = has_previous && first <= cols;  // the previous owner's after_whole
-      if (after_whole)
-        store_word<Policy>(units + (c / E + 1), funnel_bytes(unit[k], k + 1 < A ? unit[k + 1] : next, shift));
-      // The rest element by element: one unrolled, predicated pass for both ends of the unit
-      // (lanes 0 and 31 of a warp take it together, and the lanes at `cols`).
-      if (!after_whole || !before_whole) {
-#pragma unroll
-        for (int t = 0; t < E; ++t)
-          if ((t < E - a ? !before_whole : !after_whole) && c + t < cols)
-            store_word<Policy>(row + c + t, convert<T>(in[k * E + t]));
+      const bool edge = k + 1 == A && lane == warp_threads - 1;
+      const uint4 after = funnel_bytes(unit[k], k + 1 < A ? unit[k + 1] : next, shift);
+      unsigned char* const after_at = units + (c + E) * size;  // (c + E - a) + a elements
+      if (!edge && first + E <= cols) {
+        store_word<Policy>(reinterpret_cast<uint4*>(after_at), after);
+        continue;
+      }
+      // Columns [first, cols) of the unit after, at most E - 1 (at a warp's edge, the lane's own a).
+      store_unit_prefix<Policy>(after_at, after, min(max(cols - first, 0), edge ? a : E - 1) * size);
+      if (edge) {  // the head of lane 0's first unit of the group, columns [h, h + E - a)
+        const int h = c0 - (warp_threads - 1) * Layout::group_elements;
+        unsigned char* const before_at = units + h * size;  // holds columns [h - a, h - a + E)
+        const int valid = min(max(cols - h, 0), E - a);
+        if (valid == E - a) store_unit_suffix<Policy>(before_at, after, valid * size);
+        else store_unit_elements<T, Policy>(reinterpret_cast<T*>(before_at), after, a, a + valid);
       }
     }
   }
