@@ -448,7 +448,15 @@ struct row_schedule {
   // Deferred rows over clusters whose op combines its CTA's warp partials first (see
   // row_op_defaults::combines_ctas_first; posted reductions, "CTA partials first").
   static constexpr bool cta_first = defers && cluster_ctas > 1 && Op::combines_ctas_first(config);
-  using layout = row_layout<group_threads, config.elements_per_thread / vector_elements<T>, vector_elements<T>>;
+  // The row's registers (tilekit/ops/row_io.cuh): groups dealt round-robin over the group's
+  // threads, or, in shifted schedules, over each warp's own stretch of the chunk
+  // (warp_blocked_row_layout), so that a realigned store's pieces come once per warp and row
+  // instead of once per group ("Unaligned matrices").
+  using layout = std::conditional_t<Shifted,
+                                    warp_blocked_row_layout<group_threads, config.elements_per_thread / vector_elements<T>,
+                                                            vector_elements<T>>,
+                                    row_layout<group_threads, config.elements_per_thread / vector_elements<T>,
+                                               vector_elements<T>>>;
   static constexpr int chunk_cols = layout::columns;  // columns of one CTA's chunk (or segment) of a row
   static constexpr int segments = config.segments;
   static constexpr bool segmented = segments > 1;

@@ -139,9 +139,15 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   l.in_range = r.label >= 0 && r.label < vocab;
   const int64_t column = r.label - at.col0;
   l.column = int(column);
-  // Groups of Layout::group_elements columns are dealt round-robin over the threads.
-  l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
-            (uint32_t(column) / Layout::group_elements) % Layout::threads == uint32_t(at.thread);
+  // Round-robin layouts (aligned rows) spell owner() out: written through owner() or a
+  // variable, this expression made nvcc emit other machine code for the 256-column classes,
+  // never measured.
+  if constexpr (Layout::blocks == 1)
+    l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
+              (uint32_t(column) / Layout::group_elements) % Layout::threads == uint32_t(at.thread);
+  else
+    l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
+              Layout::owner(column) == uint32_t(at.thread);
   return l;
 }
 

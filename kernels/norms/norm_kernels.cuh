@@ -416,14 +416,11 @@ struct thread_vector {
   }
 };
 
-// The n-th 16-byte piece of a row chunk held in registers: registers [n * V, (n + 1) * V) of a
-// row_layout<Threads, Groups, V> are exactly the registers of row_layout<Threads, 1, V> applied
-// to the chunk shifted by n * Threads * V columns, so pieces can be loaded, stored and computed
-// one at a time with the same row_io functions.
+// The n-th 16-byte piece of a row chunk held in registers: registers [n * V, (n + 1) * V) are
+// those of row_piece<Layout> (tilekit/ops/row_io.cuh) applied to the chunk shifted by
+// piece_columns<Layout> * n columns.
 template <class Layout>
-using row_piece = row_layout<Layout::threads, 1, Layout::group_elements>;
-template <class Layout>
-inline constexpr int piece_columns = Layout::threads * Layout::group_elements;
+inline constexpr int piece_columns = Layout::group_stride;
 template <class Layout>
 TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int n))[Layout::group_elements] {
   return *reinterpret_cast<float (*)[Layout::group_elements]>(v + n * Layout::group_elements);

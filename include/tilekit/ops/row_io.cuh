@@ -51,24 +51,58 @@ inline constexpr int max_access_bytes = 16;
 template <class T>
 inline constexpr int vector_elements = max_access_bytes / int(sizeof(T));
 
-template <int Threads, int Groups, int GroupElements>
+// The layout above deals the groups round-robin over all `Threads` threads. A layout may also
+// deal them over BLOCKS of BlockThreads threads (a divisor of Threads), each block owning a
+// stretch of its own: block b = thread / BlockThreads covers BlockGroups x BlockThreads groups
+// from column b x block_columns, dealt round-robin over its threads. With blocks of one warp
+// (warp_blocked_row_layout below), each warp's columns are one stretch, so lane 31's group g is
+// followed by lane 0's group g + 1 of the same warp, not by another warp's lane 0: what the
+// realigned stores of unaligned rows exploit (store_row's Realign). Every warp access stays
+// contiguous, so loads and stores are coalesced as in the round-robin layout.
+//
+//   Threads = 64, BlockThreads = 32, GroupElements = 8, Groups = 2
+//     warp 0: lane l group 0 = cols 8 l .. 8 l + 7,        group 1 = cols 256 + 8 l ..
+//     warp 1: lane l group 0 = cols 512 + 8 l ..,           group 1 = cols 768 + 8 l ..
+//
+// BlockGroups > Groups describes a PIECE of a wider layout (row_piece below): its first Groups
+// groups, the block stride still that of BlockGroups groups.
+template <int Threads, int Groups, int GroupElements, int BlockThreads = Threads, int BlockGroups = Groups>
 struct row_layout {
   static_assert(Threads >= 1 && Groups >= 1, "row_layout needs at least one thread and one group per thread");
   static_assert(is_pow2(GroupElements) && GroupElements <= max_access_bytes,
                 "GroupElements must be a power of two (use vector_elements<T> of the narrowest row dtype)");
+  static_assert(BlockThreads >= 1 && Threads % BlockThreads == 0, "row_layout: blocks of threads tile the threads");
+  static_assert(BlockGroups >= Groups, "row_layout: a block's stretch holds at least the layout's groups");
   static constexpr int threads = Threads;
   static constexpr int groups = Groups;                   // groups per thread
   static constexpr int group_elements = GroupElements;    // consecutive columns per group
   static constexpr int elements = Groups * GroupElements;  // registers per thread
-  static constexpr int columns = Threads * elements;       // columns the whole layout covers
+  static constexpr int block_threads = BlockThreads;
+  static constexpr int block_groups = BlockGroups;
+  static constexpr int blocks = Threads / BlockThreads;
+  static constexpr int block_columns = BlockThreads * BlockGroups * GroupElements;  // a block's stretch
+  static constexpr int group_stride = BlockThreads * GroupElements;  // from a thread's group g to g + 1
+  // One past the layout's last column (Threads x elements: every column below is held, unless
+  // the layout is a piece).
+  static constexpr int columns = (blocks - 1) * block_columns + Groups * group_stride;
 
-  // Column (in the chunk) of register j of `thread`.
-  TILEKIT_HOST_DEVICE static constexpr int column(int thread, int j) {
-    return ((j / GroupElements) * Threads + thread) * GroupElements + j % GroupElements;
-  }
   // First column of group g of `thread`.
   TILEKIT_HOST_DEVICE static constexpr int group_column(int thread, int g) {
-    return (g * Threads + thread) * GroupElements;
+    if constexpr (blocks == 1) return (g * Threads + thread) * GroupElements;
+    else return thread / BlockThreads * block_columns + (g * BlockThreads + thread % BlockThreads) * GroupElements;
+  }
+  // Column (in the chunk) of register j of `thread`.
+  TILEKIT_HOST_DEVICE static constexpr int column(int thread, int j) {
+    if constexpr (blocks == 1) return ((j / GroupElements) * Threads + thread) * GroupElements + j % GroupElements;
+    else return group_column(thread, j / GroupElements) + j % GroupElements;
+  }
+  // The thread that holds `column` (0 <= column < columns, a column the layout holds; any
+  // integer type), unsigned: divisions by powers of two are then shifts.
+  template <class Integer>
+  TILEKIT_HOST_DEVICE static constexpr uint32_t owner(Integer column) {
+    const uint32_t c = uint32_t(column);
+    if constexpr (blocks == 1) return c / GroupElements % Threads;
+    else return c / block_columns * BlockThreads + c / GroupElements % BlockThreads;
   }
   // Whether every column of `thread` is < cols (no register holds padding): kernels take an
   // unchecked path for such rows and test columns only in the thread that holds the tail.
@@ -76,6 +110,19 @@ struct row_layout {
     return group_column(thread, Groups - 1) + GroupElements <= cols;
   }
 };
+
+// Groups dealt over blocks of one warp (see above): each warp's columns are one stretch.
+template <int Threads, int Groups, int GroupElements>
+using warp_blocked_row_layout = row_layout<Threads, Groups, GroupElements, (Threads < warp_threads ? Threads : warp_threads)>;
+
+// Piece n of a layout: registers [n GroupElements, (n + 1) GroupElements), group n of every
+// thread, are exactly the registers of row_piece<Layout> applied to the chunk shifted by
+// n x Layout::group_stride columns, so pieces can be loaded, stored and computed one at a time
+// with the same row_io functions.
+template <class Layout>
+using row_piece = std::conditional_t<Layout::blocks == 1, row_layout<Layout::threads, 1, Layout::group_elements>,
+                                     row_layout<Layout::threads, 1, Layout::group_elements, Layout::block_threads,
+                                                Layout::block_groups>>;
 
 // Cache behaviour of the accesses. normal: default caching (data that other rows reuse, e.g.
 // the weight). streaming: ld.global.cs / st.global.cs, evict-first, for data touched exactly
@@ -380,9 +427,10 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_access(T* address, const float* in) {
 }
 
 // Whether store_row can realign the stores of an unaligned row: layouts of whole warps (a
-// lane's neighbour holds the next 16-byte unit) with groups of whole 16-byte units.
+// lane's neighbour holds the next 16-byte unit; blocks of whole warps) with groups of whole
+// 16-byte units.
 template <class Layout, class T>
-inline constexpr bool realigns_stores = Layout::threads % warp_threads == 0 &&
+inline constexpr bool realigns_stores = Layout::block_threads % warp_threads == 0 &&
                                         (Layout::group_elements * int(sizeof(T))) % max_access_bytes == 0;
 
 // Pieces of a 16-byte unit v stored at p, a 16-byte aligned global address, in at most three
@@ -422,65 +470,106 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_unit_elements(T* p, uint4 v, int lo, in
                          static_cast<bits>(w[t / per_word] >> (t % per_word * 8 * int(sizeof(T)))));
 }
 
-// store_row for a row that starts `a` elements (0 < a < E = 16 / sizeof(T)) past a 16-byte
-// boundary, every lane of the warp together. Global unit u of the row holds columns
+// Writes a row that starts `a` elements (0 < a < E = 16 / sizeof(T)) past a 16-byte boundary as
+// realigned 16-byte units, group by group (put(g, values) for g = 0, 1, ..., Layout::groups - 1,
+// then finish()), every lane of the warp together. Global unit u of the row holds columns
 // [E u - a, E u - a + E), so the lane's unit at column c (columns [c, c + E)) straddles two of
 // them. The lane writes the one after: its own last a columns, then the next unit's first E - a,
 // funnel-shifted out of the two. The next unit is the lane's own next unit of the group or, after
-// the group's last, lane + 1's first (a shuffle). Where the unit after reaches past `cols`, only
-// its columns below `cols` are written (store_unit_prefix).
-// The warp's edges: lane 31's last unit of a group is followed by the next warp's unit, which
-// it does not hold, and nobody writes the unit before lane 0's first. Lane 31 writes both: its
-// shuffle wrapped around, so its unit after holds its own last a columns and then lane 0's first
-// E - a, which are exactly the head of its unit after (a prefix of a elements) and the tail of
-// the unit before lane 0's (a suffix of E - a), at the same positions: at most three stores each.
-// So each column is written once, by 16-byte stores except at the warps' edges and at `cols`.
+// the group's last, lane + 1's first (a shuffle); lane 31's is lane 0's first of the NEXT group
+// when the warp's groups follow one another (blocks of one warp: `chained`, see row_layout).
+// Where the unit after reaches past `cols`, only its columns below `cols` are written
+// (store_unit_prefix). A group is written when the next one is put (lane 0 sends lane 31 its new
+// unit), so one group is held packed in between.
+// Pieces remain at the two ends of each stretch of consecutive units a warp holds (the whole
+// layout's columns of the warp when chained, else each group): after the stretch's last unit,
+// lane 31 writes only its own last a columns (a prefix), and the head of lane 0's first unit,
+// its first E - a columns, is the tail of the unit before (a suffix): at most three naturally
+// aligned stores each. Lane 31 writes that head too, from its unit after, whose shuffle wrapped
+// around to lane 0's unit, where that unit is the stretch's first (every group a stretch, or one
+// group); otherwise (chained groups) lane 0 writes its head itself, once per stretch. So
+// each column is written once, by 16-byte stores except at the stretches' ends and at `cols`.
 template <class Layout, cache_policy Policy, class T>
-TILEKIT_DEVICE TILEKIT_INLINE void store_row_realigned(T* row, const float (&src)[Layout::elements], int cols,
-                                                       int thread) {
+class realigned_writer {
   using access = group_access<T, Layout::group_elements>;
-  static_assert(access::bytes == max_access_bytes, "store_row_realigned: 16-byte units");
-  constexpr int E = access::elements, A = access::accesses;  // per unit; units per group
-  constexpr int size = int(sizeof(T));
-  const int a = int(reinterpret_cast<uintptr_t>(row) % max_access_bytes / sizeof(T));
-  const int lane = laneid();
-  unsigned char* const units = reinterpret_cast<unsigned char*>(row) - a * size;  // 16-byte aligned
-  const int shift = (E - a) * size;  // bytes of the lane's unit before the unit after
-#pragma unroll
-  for (int g = 0; g < Layout::groups; ++g) {
-    const int c0 = Layout::group_column(thread, g);
-    const float* in = src + g * Layout::group_elements;
+  static_assert(access::bytes == max_access_bytes, "realigned_writer: 16-byte units");
+  static constexpr int E = access::elements, A = access::accesses;  // per unit; units per group
+  static constexpr int size = int(sizeof(T));
+
+ public:
+  static constexpr bool chained = Layout::block_threads == warp_threads;
+  // Whether lane 31 writes lane 0's head at each stretch's end: lane 0's unit it received there is
+  // that of the stretch's first group (every group is a stretch, or there is one group).
+  static constexpr bool tail_heads = !chained || Layout::groups == 1;
+
+  TILEKIT_DEVICE TILEKIT_INLINE realigned_writer(T* row, int cols, int thread)
+      : a_(int(reinterpret_cast<uintptr_t>(row) % max_access_bytes) / size),
+        units_(reinterpret_cast<unsigned char*>(row) - a_ * size),
+        cols_(cols),
+        thread_(thread),
+        lane_(laneid()) {}
+
+  TILEKIT_DEVICE TILEKIT_INLINE void put(int g, const float* in) {
     uint4 unit[A];
 #pragma unroll
     for (int k = 0; k < A; ++k) unit[k] = pack_access<T, access>(in + k * E);
-    const uint4 next = shuffle_unit(unit[0], (lane + 1) % warp_threads);
+    if constexpr (!chained) {
+      write(g, unit, shuffle_unit(unit[0], (lane_ + 1) % warp_threads), true, true);
+    } else {
+      if (g > 0)
+        write(g - 1, held_, shuffle_unit(lane_ == 0 ? unit[0] : held_[0], (lane_ + 1) % warp_threads), false, g == 1);
+#pragma unroll
+      for (int k = 0; k < A; ++k) held_[k] = unit[k];
+    }
+  }
+  TILEKIT_DEVICE TILEKIT_INLINE void finish() {
+    if constexpr (chained)
+      write(Layout::groups - 1, held_, shuffle_unit(held_[0], (lane_ + 1) % warp_threads), true, Layout::groups == 1);
+  }
+
+ private:
+  // Group g's units; `next`: lane + 1's first unit (lane 31: lane 0's, of the next group unless
+  // `last`). last: the group ends the warp's stretch; first: it starts it.
+  TILEKIT_DEVICE TILEKIT_INLINE void write(int g, const uint4 (&unit)[A], uint4 next, bool last, bool first) const {
+    const int shift = (E - a_) * size;  // bytes of the lane's unit before the unit after
+    const int c0 = Layout::group_column(thread_, g);
 #pragma unroll
     for (int k = 0; k < A; ++k) {
       const int c = c0 + k * E;
-      const int first = c + E - a;  // the unit after's first column
-      const bool edge = k + 1 == A && lane == warp_threads - 1;
+      const int begins = c + E - a_;  // the unit after's first column
+      const bool edge = last && k + 1 == A && lane_ == warp_threads - 1;
       const uint4 after = funnel_bytes(unit[k], k + 1 < A ? unit[k + 1] : next, shift);
-      unsigned char* const after_at = units + (c + E) * size;  // (c + E - a) + a elements
-      if (!edge && first + E <= cols) {
+      unsigned char* const after_at = units_ + (c + E) * size;  // (c + E - a) + a elements
+      if (!edge && begins + E <= cols_) {
         store_word<Policy>(reinterpret_cast<uint4*>(after_at), after);
         continue;
       }
-      // Columns [first, cols) of the unit after, at most E - 1 (at a warp's edge, the lane's own a).
-      store_unit_prefix<Policy>(after_at, after, min(max(cols - first, 0), edge ? a : E - 1) * size);
-      if (edge) {  // the head of lane 0's first unit of the group, columns [h, h + E - a)
-        const int h = c0 - (warp_threads - 1) * Layout::group_elements;
-        unsigned char* const before_at = units + h * size;  // holds columns [h - a, h - a + E)
-        const int valid = min(max(cols - h, 0), E - a);
-        if (valid == E - a) store_unit_suffix<Policy>(before_at, after, valid * size);
-        else store_unit_elements<T, Policy>(reinterpret_cast<T*>(before_at), after, a, a + valid);
-      }
+      // Columns [begins, cols) of the unit after, at most E - 1 (at a stretch's end, the lane's own a).
+      store_unit_prefix<Policy>(after_at, after, min(max(cols_ - begins, 0), edge ? a_ : E - 1) * size);
+      if constexpr (tail_heads)
+        if (edge) head(c0 - (warp_threads - 1) * Layout::group_elements, after);
     }
+    if constexpr (!tail_heads)
+      if (first && lane_ == 0) head(c0, funnel_bytes(unit[0], unit[0], shift));
   }
-}
+  // Columns [h, h + E - a) (a lane 0's first unit's head; those below cols) from bytes
+  // [a size, 16) of v into the unit before, which holds columns [h - a, h - a + E).
+  TILEKIT_DEVICE TILEKIT_INLINE void head(int h, uint4 v) const {
+    unsigned char* const before_at = units_ + h * size;
+    const int valid = min(max(cols_ - h, 0), E - a_);
+    if (valid == E - a_) store_unit_suffix<Policy>(before_at, v, valid * size);
+    else store_unit_elements<T, Policy>(reinterpret_cast<T*>(before_at), v, a_, a_ + valid);
+  }
+
+  int a_;
+  unsigned char* units_;  // 16-byte aligned: the unit of the row's first column
+  int cols_, thread_, lane_;
+  uint4 held_[A];  // chained: the group put last, packed
+};
 }  // namespace detail
 
 // Realign: rows that are not aligned to the vector access are stored as realigned 16-byte units
-// (detail::store_row_realigned; layouts of whole warps whose lanes all call it) instead of
+// (detail::realigned_writer; layouts of whole warps whose lanes all call it) instead of
 // element by element. Kernels ask for it where such rows are expected (the row kernels'
 // shifted streams), so that the others do not carry its code.
 template <class Layout, cache_policy Policy = cache_policy::normal, bool Realign = false, class T>
@@ -512,8 +601,13 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
     }
   } else {
     if constexpr (Realign && detail::realigns_stores<Layout, T>) {
-      if (__activemask() == ~0u)  // the shuffles need the whole warp
-        return detail::store_row_realigned<Layout, Policy>(row, src, cols, thread);
+      if (__activemask() == ~0u) {  // the shuffles need the whole warp
+        detail::realigned_writer<Layout, Policy, T> out(row, cols, thread);
+#pragma unroll
+        for (int g = 0; g < Layout::groups; ++g) out.put(g, src + g * Layout::group_elements);
+        out.finish();
+        return;
+      }
     }
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) {
@@ -529,13 +623,35 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
 // its own, shifted by its first column, so only one block's floats are live next to the pairs
 // (the whole row's floats can push a kernel at its register cap into spills), while
 // BlockGroups = Layout::groups computes the whole row first (more independent work in flight,
-// where the registers allow it).
+// where the registers allow it). Realigned rows of layouts whose warps hold consecutive groups
+// go one group at a time through the realigned writer instead (pieces only at each warp's ends).
 template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal,
           bool Realign = false, class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], F f,
                                                         int cols, int thread) {
   static_assert(BlockGroups >= 1 && Layout::groups % BlockGroups == 0, "store_row_from_pairs: blocks of whole groups");
-  using block = row_layout<Layout::threads, BlockGroups, Layout::group_elements>;
+  constexpr int V = Layout::group_elements;
+  constexpr bool chained = Realign && detail::realigns_stores<Layout, T> && Layout::block_threads == warp_threads;
+  if constexpr (chained) {
+    if (!detail::is_aligned(row, max_access_bytes) && __activemask() == ~0u) {
+      detail::realigned_writer<Layout, Policy, T> out(row, cols, thread);
+#pragma unroll
+      for (int g = 0; g < Layout::groups; ++g) {
+        float values[V];
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) {
+          const float2 x = unpack_pair(pairs[g * V / 2 + i]);
+          values[2 * i] = f(x.x);
+          values[2 * i + 1] = f(x.y);
+        }
+        out.put(g, values);
+      }
+      out.finish();
+      return;
+    }
+  }
+  using block = std::conditional_t<Layout::blocks == 1, row_layout<Layout::threads, BlockGroups, V>,
+                                   row_layout<Layout::threads, BlockGroups, V, Layout::block_threads, Layout::block_groups>>;
 #pragma unroll
   for (int b = 0; b < Layout::groups / BlockGroups; ++b) {
     float values[block::elements];
@@ -545,8 +661,8 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T
       values[2 * i] = f(x.x);
       values[2 * i + 1] = f(x.y);
     }
-    const int offset = b * block::columns;
-    store_row<block, Policy, Realign>(row + offset, values, cols - offset, thread);
+    const int offset = b * BlockGroups * Layout::group_stride;
+    store_row<block, Policy, Realign && !chained>(row + offset, values, cols - offset, thread);
   }
 }
 
