@@ -444,6 +444,18 @@ TEST_F(CrossEntropy, FusedForwardWritesTheBackwardsBits) {
     check<fp16>(9, v, 0, o, /*fused=*/true);
 }
 
+// Rows of an odd width are not 16-byte aligned (a shifted stream): the dlogits rows are stored
+// realigned, and the label's owner puts the label's dlogit into its register before the row's
+// store (label_dlogit, cross_entropy.cu). Labels at every column of the row, each in several rows
+// (so at several shifts), through the float path (bf16 1023, fp32) and the packed pairs (bf16
+// 2047 and 4095, fused forward); check() compares the label columns apart from the others.
+TEST_F(CrossEntropy, LabelsAtEveryColumnOfRealignedRows) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_step = 1};
+  for (int64_t v : {int64_t(1023), int64_t(2047), int64_t(4095)}) check<bf16>(6 * v, v, 0, o, /*fused=*/true);
+  check<float>(6 * 1023, 1023, 0, o, /*fused=*/true);
+  check<bf16>(6 * 1000, 1000, 3, o, /*fused=*/true);  // every shift, 0 (aligned rows) included
+}
+
 TEST_F(CrossEntropy, Fp16AndStridedRows) {
   const options o{.label_smoothing = 0.05f};
   check<fp16>(13, 1000, 0, o, true);
