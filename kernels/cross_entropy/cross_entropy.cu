@@ -17,11 +17,10 @@
 //   4. lse = M + log S; the leader writes lse, the thread holding the label's column (it reads
 //      the label's logit from the staged row) writes the loss; with the fused gradient every
 //      thread turns its exponentials into dlogits = g * (p * (1 + 2 z lse) - eps / V) (from
-//      packed pairs: recomputed, one 16-byte group at a time); the label's element has the
-//      extra -(1 - eps) g, which its owner writes (label_dlogit: after the row's store in aligned
-//      rows, into its register before it in realigned ones).
+//      packed pairs: recomputed, one 16-byte group at a time), and the label's owner then
+//      rewrites its one element with the extra -(1 - eps) g (patch_label_dlogit).
 // Backward: every element is independent once lse is known (no reduction): read logits, write
-// dlogits (the label's element the same way). Labels, lse and upstream gradients are
+// dlogits (the label's element patched the same way). Labels, lse and upstream gradients are
 // per-row scalars fetched one item ahead.
 #include "cross_entropy/cross_entropy.h"
 
@@ -124,8 +123,8 @@ TILEKIT_DEVICE TILEKIT_INLINE float row_gradient(const ce_row& r, float grad_sca
 // The label of a row as the row op sees it: whether it is ignored or valid, and whether THIS
 // thread holds its column (exactly one thread of the row does when it is valid and not
 // ignored). The thread owning the label reads its logit from the staged row in shared memory,
-// writes the loss and the label's dlogit, so no loop over every thread's registers compares
-// columns with the label (only the owner's select in realigned rows, see label_dlogit).
+// writes the loss and patches the label's dlogit, so no loop over the registers compares
+// columns with the label.
 struct ce_label {
   bool ignored;
   bool in_range;
@@ -196,28 +195,28 @@ TILEKIT_DEVICE TILEKIT_INLINE float dlogit_from_logit(float x, const row_probabi
   return fmaf(p(x), probability_scale, -uniform_target);
 }
 
-// The label's column of a dlogits row also has the target's -(1 - eps) g: its dlogit from the
-// label's exponential e, computed as the row's others were. How it reaches memory:
-//   aligned rows: each thread stores its own columns, so the label's owner, having stored the
-//     row, overwrites that element (one thread, one address: its stores stay in program order);
-//   realigned rows (shifted schedules): another lane of the warp, or another warp's edge
-//     piece, may store the label's element, and a second store from the owner would be
-//     unordered with it (a write-after-write race between threads), so the owner puts the value
-//     into its register before the row's one store (set_element; store_row_from_pairs' adjust).
-// Aligned rows keep the second store: their code stays the measured one (the select, unrolled
-// over the registers, is code that every aligned kernel would carry for one element).
+// The label's column of a stored dlogits row also has the target's -(1 - eps) g: label_dlogit
+// gives its value from the label's exponential e (computed as the row's others were), and
+// patch_label_dlogit has the label's owner store it over the column after the row's store
+// (`dlogit` is called in the owner only). The row's store wrote that column from
+//   aligned rows: the owner itself (each thread stores its own columns): one thread, one address,
+//     the two stores stay in program order;
+//   realigned rows (store_row's Realign, the shifted schedules): possibly another lane, but always
+//     one of the owner's warp (a warp's realigned stores write exactly its lanes' columns:
+//     realigned_writer; tests/gpu/test_row_io.cu stores from one warp at a time), so the warp
+//     first passes a __syncwarp, which orders every lane's stores before it ahead of the owner's
+//     after it (CUDA: "memory ordering among threads participating in the barrier").
+// Every lane of the warp calls patch_label_dlogit (rows are warp-uniform). Putting the value into
+// the owner's register before the row's one store instead (a select unrolled over the registers)
+// was up to 17% slower at the odd widths (docs/performance.md, "The label's dlogit").
 TILEKIT_DEVICE TILEKIT_INLINE float label_dlogit(float e, float probability_scale, float uniform_target, float g,
                                                  float smoothing) {
   return fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing)));
 }
-
-// values[j] = v for a j known only at run time (j outside [0, N): nothing), as an unrolled select:
-// indexing the registers with j would move them to local memory.
-template <int N>
-TILEKIT_DEVICE TILEKIT_INLINE void set_element(float* values, int j, float v) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    if (i == j) values[i] = v;
+template <class S, class T, class F>
+TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& label, F dlogit) {
+  if constexpr (S::shifted) __syncwarp();
+  if (label.owned) out[label.column] = convert<T>(dlogit());
 }
 
 // The sum of a thread's logits, padding (columns >= cols) skipped: over floats, or over
@@ -522,21 +521,12 @@ struct ce_forward_op : row_op_defaults {
       // does. H200, 2026-12-01, same-run A/B: 32K / 64K / 128K / 256K 0.771 / 0.783 / 0.713 /
       // 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      auto dlogit = [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); };
-      auto label_value = [&] { return label_dlogit(probability(label_logit), probability_scale, uniform_target, g, smoothing); };
-      if constexpr (S::shifted) {
-        constexpr int V = layout::group_elements;
-        const int label_element = label.owned ? layout::element(label.column) : -V;
-        const int label_group = label_element / V;  // -1: not this thread's
-        const float label_v = label.owned ? label_value() : 0.f;
-        store_row_from_pairs<layout, 1, cache_policy::streaming, true>(
-            out, pairs, dlogit, cols, at.thread, [&](int group, float* v) {
-              if (group == label_group) set_element<V>(v, label_element % V, label_v);
-            });
-      } else {
-        store_row_from_pairs<layout, 1, cache_policy::streaming>(out, pairs, dlogit, cols, at.thread);
-        if (label.owned) out[label.column] = convert<T>(label_value());
-      }
+      store_row_from_pairs<layout, 1, cache_policy::streaming, S::shifted>(
+          out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); }, cols,
+          at.thread);
+      patch_label_dlogit<S>(out, label, [&] {
+        return label_dlogit(probability(label_logit), probability_scale, uniform_target, g, smoothing);
+      });
     } else {
       const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
       // p_j = values[j] * exp(warp max - M) / S; d/dx_j of z lse^2 = 2 z lse p_j.
@@ -546,18 +536,12 @@ struct ce_forward_op : row_op_defaults {
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) values[j] = fmaf(values[j], probability_scale, -uniform_target);
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
+      store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
       // The label's exponential recomputed exactly as float_statistics did (same bits).
-      auto label_value = [&] {
+      patch_label_dlogit<S>(out, label, [&] {
         return label_dlogit(exp2_fast((label_logit - warp.max) * log2e), probability_scale, uniform_target, g,
                             smoothing);
-      };
-      if constexpr (S::shifted) {
-        if (label.owned) set_element<layout::elements>(values, layout::element(label.column), label_value());
-      }
-      store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
-      if constexpr (!S::shifted) {
-        if (label.owned) out[label.column] = convert<T>(label_value());
-      }
+      });
     }
   }
 
@@ -638,18 +622,12 @@ struct ce_backward_op : row_op_defaults {
     for (int j = 0; j < layout::elements; ++j)
       values[j] = dlogit_from_logit(values[j], probability, probability_scale, uniform_target);
     T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-    // The label's dlogit (label_dlogit: how it reaches memory).
     auto label_value = [&] {
       return label_dlogit(probability(convert<float>(in[0][label.column])), probability_scale, uniform_target, g,
                           p.label_smoothing);
     };
-    if constexpr (S::shifted) {
-      if (label.owned) set_element<layout::elements>(values, layout::element(label.column), label_value());
-    }
     store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
-    if constexpr (!S::shifted) {
-      if (label.owned) out[label.column] = convert<T>(label_value());
-    }
+    patch_label_dlogit<S>(out, label, label_value);
   }
 };
 

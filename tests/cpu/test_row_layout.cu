@@ -1,6 +1,6 @@
 // CPU tests of the row-chunk register layout of the memory-bound kernels
 // (ops/row_io.cuh): every column of the chunk is owned by exactly one
-// (thread, register), the one owner() and element() name; groups are contiguous 16-byte
+// (thread, register), the one owner() names; groups are contiguous 16-byte
 // vectors; a warp's accesses to one group index are contiguous (coalesced);
 // in warp-blocked layouts each warp's columns are one stretch (lane 31's
 // group g is followed by lane 0's group g + 1); and row_piece<L> at
@@ -29,7 +29,6 @@ void check_layout() {
       ASSERT_LT(c, Layout::columns);
       ++owners[c];
       EXPECT_EQ(Layout::owner(c), uint32_t(t)) << "column " << c;
-      EXPECT_EQ(Layout::element(c), j) << "column " << c;
       // Registers of one group are consecutive columns starting at group_column.
       const int g = j / Layout::group_elements;
       EXPECT_EQ(c, Layout::group_column(t, g) + j % Layout::group_elements);

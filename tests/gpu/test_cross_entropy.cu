@@ -445,8 +445,8 @@ TEST_F(CrossEntropy, FusedForwardWritesTheBackwardsBits) {
 }
 
 // Rows of an odd width are not 16-byte aligned (a shifted stream): the dlogits rows are stored
-// realigned, and the label's owner puts the label's dlogit into its register before the row's
-// store (label_dlogit, cross_entropy.cu). Labels at every column of the row, each in several rows
+// realigned, and the label's owner overwrites the label's dlogit after a __syncwarp
+// (patch_label_dlogit, cross_entropy.cu). Labels at every column of the row, each in several rows
 // (so at several shifts), through the float path (bf16 1023, fp32) and the packed pairs (bf16
 // 2047 and 4095, fused forward); check() compares the label columns apart from the others.
 TEST_F(CrossEntropy, LabelsAtEveryColumnOfRealignedRows) {

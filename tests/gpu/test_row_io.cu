@@ -11,9 +11,14 @@
 // Each thread stores exact small integers (column % 200 - 100) from the layout's registers into
 // a poisoned buffer; every element of the buffer is checked: the row's columns [0, cols) hold
 // their values, everything else (before the row, after cols, after the layout) the poison.
+// Layouts of several warps are also stored by ONE warp alone (the first, the last): then exactly
+// that warp's columns hold values. So a warp's realigned stores write exactly the columns its
+// lanes hold, never another warp's, which is what lets a lane overwrite one of its columns after
+// the row's store with only a __syncwarp between (cross_entropy.cu, patch_label_dlogit).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "common/gpu_test.cuh"
@@ -31,13 +36,15 @@ float value_of(int column) { return float(column % 200 - 100); }
 enum class mode { store_row, pairs_by_group, pairs_whole };
 
 // `half_warps`: only lanes 0-15 of each warp store (the others skip the call), so the warp is
-// not whole at the call and the stores take their element path.
+// not whole at the call and the stores take their element path. `only_warp` >= 0: only that warp
+// stores.
 template <class T, class Layout, bool Realign, mode Mode>
-__global__ void store_kernel(T* out, int offset, int cols, bool half_warps) {
+__global__ void store_kernel(T* out, int offset, int cols, bool half_warps, int only_warp) {
   float v[Layout::elements];
 #pragma unroll
   for (int j = 0; j < Layout::elements; ++j) v[j] = float(Layout::column(threadIdx.x, j) % 200 - 100);
   if (half_warps && laneid() >= 16) return;
+  if (only_warp >= 0 && int(threadIdx.x) / 32 != only_warp) return;
   if constexpr (Mode == mode::store_row) {
     store_row<Layout, cache_policy::streaming, Realign>(out + offset, v, cols, threadIdx.x);
   } else {
@@ -52,16 +59,16 @@ __global__ void store_kernel(T* out, int offset, int cols, bool half_warps) {
 }
 
 template <class T, class Layout, bool Realign, mode Mode>
-int run_case(int offset, int cols, bool half_warps) {
+int run_case(int offset, int cols, bool half_warps, int only_warp = -1) {
   const int span = offset + Layout::columns + 32;
   device_buffer<T> out{size_t(span)};  // poisoned
-  store_kernel<T, Layout, Realign, Mode><<<1, Layout::threads>>>(out.get(), offset, cols, half_warps);
+  store_kernel<T, Layout, Realign, Mode><<<1, Layout::threads>>>(out.get(), offset, cols, half_warps, only_warp);
   TILEKIT_CHECK_CUDA(cudaGetLastError());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<T> got = out.download();
   std::vector<bool> stored(size_t(Layout::columns), false);
   for (int t = 0; t < Layout::threads; ++t)
-    if (!half_warps || t % 32 < 16)
+    if ((!half_warps || t % 32 < 16) && (only_warp < 0 || t / 32 == only_warp))
       for (int j = 0; j < Layout::elements; ++j) stored[size_t(Layout::column(t, j))] = true;
   int bad = 0;
   for (int i = 0; i < span; ++i) {
@@ -74,6 +81,7 @@ int run_case(int offset, int cols, bool half_warps) {
                     << std::dec << " (" << Layout::threads << " threads, " << Layout::groups << " groups of "
                     << Layout::group_elements << (Layout::blocks > 1 ? ", warp-blocked" : "") << ", offset "
                     << offset << ", cols " << cols << (half_warps ? ", half warps" : "")
+                    << (only_warp >= 0 ? ", only warp " + std::to_string(only_warp) : std::string())
                     << (Realign ? ", realign" : "") << ", mode " << int(Mode) << ")";
   }
   return bad;
@@ -84,8 +92,9 @@ void every_case() {
   constexpr int E = 16 / int(sizeof(T));
   constexpr int n = Layout::columns;
   constexpr int w = 32 * Layout::group_elements;
+  constexpr int warps = Layout::threads / 32;
   int bad = 0;
-  for (int offset = 0; offset < E; ++offset)
+  for (int offset = 0; offset < E; ++offset) {
     // (w + 2: just past the first unit of lane 0's second group, or of the second warp, whose
     // head is a piece)
     for (int cols : {1, E - 1, E, E + 1, w + 2, n / 2 + 3, n - E - 1, n - 1, n, n + 5})
@@ -94,6 +103,10 @@ void every_case() {
         bad += run_case<T, Layout, false, Mode>(offset, cols, half);
         if (bad > 20) return;
       }
+    for (int cols : {w + 2, n - E - 1, n - 1, n})
+      if constexpr (warps > 1)
+        for (int only : {0, warps - 1}) bad += run_case<T, Layout, true, Mode>(offset, cols, false, only);
+  }
   EXPECT_EQ(bad, 0);
 }
 // Every mode: store_row and, for 16-bit rows, store_row_from_pairs.

@@ -104,15 +104,6 @@ struct row_layout {
     if constexpr (blocks == 1) return c / GroupElements % Threads;
     else return c / block_columns * BlockThreads + c / GroupElements % BlockThreads;
   }
-  // The register (0 <= j < elements) that holds `column` in its owner: column(owner(c),
-  // element(c)) == c. For a thread to change one column's value before a store, e.g. a
-  // select over j, unrolled, that keeps the registers out of local memory.
-  template <class Integer>
-  TILEKIT_HOST_DEVICE static constexpr int element(Integer column) {
-    const uint32_t c = uint32_t(column);
-    if constexpr (blocks == 1) return int(c / GroupElements / Threads * GroupElements + c % GroupElements);
-    else return int(c % block_columns / GroupElements / BlockThreads * GroupElements + c % GroupElements);
-  }
   // Whether every column of `thread` is < cols (no register holds padding): kernels take an
   // unchecked path for such rows and test columns only in the thread that holds the tail.
   TILEKIT_HOST_DEVICE static constexpr bool full(int thread, int cols) {
@@ -634,19 +625,10 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row(T* row, const float (&src)[Layout::
 // BlockGroups = Layout::groups computes the whole row first (more independent work in flight,
 // where the registers allow it). Realigned rows of layouts whose warps hold consecutive groups
 // go one group at a time through the realigned writer instead (pieces only at each warp's ends).
-// `adjust(g, v)`, if given, may change group g's floats v[0 .. GroupElements) after f and before
-// they are stored: e.g. one column that takes another value than f gives it, written with the
-// row's own store (a second store to that address could race in a realigned row, where another
-// lane may store the column: cross_entropy's label).
-namespace detail {
-struct keep_group {
-  TILEKIT_DEVICE TILEKIT_INLINE void operator()(int, float*) const {}
-};
-}  // namespace detail
 template <class Layout, int BlockGroups = Layout::groups, cache_policy Policy = cache_policy::normal,
-          bool Realign = false, class T, class F, class Adjust = detail::keep_group>
+          bool Realign = false, class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], F f,
-                                                        int cols, int thread, Adjust adjust = {}) {
+                                                        int cols, int thread) {
   static_assert(BlockGroups >= 1 && Layout::groups % BlockGroups == 0, "store_row_from_pairs: blocks of whole groups");
   constexpr int V = Layout::group_elements;
   constexpr bool chained = Realign && detail::realigns_stores<Layout, T> && Layout::block_threads == warp_threads;
@@ -662,7 +644,6 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T
           values[2 * i] = f(x.x);
           values[2 * i + 1] = f(x.y);
         }
-        adjust(g, values);
         out.put(g, values);
       }
       out.finish();
@@ -680,8 +661,6 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T
       values[2 * i] = f(x.x);
       values[2 * i + 1] = f(x.y);
     }
-#pragma unroll
-    for (int g = 0; g < BlockGroups; ++g) adjust(b * BlockGroups + g, values + g * V);
     const int offset = b * BlockGroups * Layout::group_stride;
     store_row<block, Policy, Realign && !chained>(row + offset, values, cols - offset, thread);
   }
