@@ -834,6 +834,34 @@ struct norm_backward_op : row_op_defaults {
     const float rstd = p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
     const float a = rstd * rstd * rstd * means.x;
     T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
+    if constexpr (S::shifted) {
+      // dx as pairs first, then one store of the row: realigned dx rows then chain their groups
+      // (pieces once per warp instead of at every group), and no float of dx is live next to the
+      // writer's shuffles.
+      packed_t<T> dx[E / 2];
+#pragma unroll
+      for (int k = 0; k < E / V; ++k) {
+        float w[V], dres[V];
+        weight.load(w, k * V);
+        if constexpr (DResidual)
+          load_row<piece, cache_policy::streaming>(
+              dres, static_cast<const T*>(p.dresidual_out) + row * p.dresidual_out_stride + at.col0 + k * piece_columns<layout>,
+              cols_here - k * piece_columns<layout>, at.thread);
+#pragma unroll
+        for (int i = 0; i < V; i += 2) {
+          const int j = k * V + i;
+          const float2 x = unpack_pair(held.x[j / 2]), dy = unpack_pair(held.dy[j / 2]);
+          const float dys0 = dy.x * rstd, dys1 = dy.y * rstd;
+          dw[j] = fmaf(dys0, x.x, dw[j]);  // padding: dy = 0
+          dw[j + 1] = fmaf(dys1, x.y, dw[j + 1]);
+          float2 d = make_float2(fmaf(-x.x, a, dys0 * w[i]), fmaf(-x.y, a, dys1 * w[i + 1]));
+          if constexpr (DResidual) d.x += dres[i], d.y += dres[i + 1];
+          dx[j / 2] = convert<packed_t<T>>(d);
+        }
+      }
+      store_row_pairs<layout, cache_policy::streaming, true>(dx_row, dx, cols_here, at.thread);
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < E / V; ++k) {
       const int offset = k * piece_columns<layout>;
@@ -874,9 +902,61 @@ struct norm_backward_op : row_op_defaults {
     }
   }
 
+  // Shifted RMSNorm rows of 16-bit x and dy that are not deferred (2K-16K columns): a 16-byte
+  // group of a shifted stage costs two shared loads and a funnel shift (11 selects and 4 shifts:
+  // funnel_bytes) where an aligned one costs one load, and row() reads every group twice (its
+  // two passes). ncu, bf16 4095 columns (H200, 2026-12-05): 49.6 instructions per element
+  // against 21.6 aligned at 4096, 7 of them selects. So these rows are read once, into packed
+  // pairs (32 registers for 32 columns next to dw; LayerNorm's db would not leave room), as the
+  // deferred rows' keep() does, and both passes run on the pairs: partial sums here, outputs in
+  // finish(). Not for rows of one warp (1K: ptxas spills 348 bytes, where rows of 2-16 warps
+  // spill 64) nor with the residual's gradient (320-444 bytes): those keep row().
+  template <class S>
+  static constexpr bool holds_shifted_row =
+      S::shifted && !is_layer && is_16bit_float<T> && !DResidual && S::group_threads > warp_threads;
+  template <class S, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void held_row(const params& p, const row_place& at, int64_t row, row_scalars stats,
+                                              const stage_row<S> (&in)[inputs], const Ctx& ctx) {
+    using layout = typename S::layout;
+    constexpr int E = layout::elements, V = layout::group_elements;
+    pending<S> held;
+    keep(p, at, in, held);
+    held.rstd = stats.rstd;
+    // {sum g * x, sum x^2} (the latter only without saved statistics), two chains each.
+    auto sums = [&]<bool Squares>() {
+      float gx[2] = {0.0f, 0.0f}, xx[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int k = 0; k < E / V; ++k) {
+        float w[V];
+        weight.load(w, k * V);
+#pragma unroll
+        for (int i = 0; i < V; i += 2) {
+          const float2 x = unpack_pair(held.x[(k * V + i) / 2]), dy = unpack_pair(held.dy[(k * V + i) / 2]);
+          gx[0] = fmaf(dy.x * w[i], x.x, gx[0]);  // padding: x = dy = 0
+          gx[1] = fmaf(dy.y * w[i + 1], x.y, gx[1]);
+          if constexpr (Squares) xx[0] = fmaf(x.x, x.x, xx[0]), xx[1] = fmaf(x.y, x.y, xx[1]);
+        }
+      }
+      return make_float2(gx[0] + gx[1], xx[0] + xx[1]);
+    };
+    const float inv_cols = 1.0f / float(p.cols);
+    float2 means;
+    if (p.rstd != nullptr) {
+      means = make_float2(ctx.reduce(sums.template operator()<false>().x, sum_op{}) * inv_cols, 0.0f);
+    } else {
+      const float2 s = ctx.reduce(sums.template operator()<true>(), sum2_op{});
+      means = make_float2(s.x * inv_cols, s.y * inv_cols);
+    }
+    finish<S>(p, at, row, held, means);
+  }
+
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars stats,
                                          const stage_row<S> (&in)[inputs], const Ctx& ctx) {
+    if constexpr (holds_shifted_row<S>) {
+      held_row<S>(p, at, row, stats, in, ctx);
+      return;
+    }
     using layout = typename S::layout;
     constexpr int E = layout::elements;
     constexpr int V = layout::group_elements;

@@ -272,10 +272,13 @@ const shape forward_shapes[] = {
     {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
-// clusters of 2, 4, 8 and 16 CTAs).
-const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},      {2500, 100, 0}, {70, 300, 2},  {40, 1000, 8},
-                                 {600, 1500, 0}, {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},  {2, 16000, 8},
-                                 {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
+// clusters of 2, 4, 8 and 16 CTAs), and misaligned rows (odd strides: the shifted stream) in
+// every class of 2 to 16 warps (1500, 3001, 4097, 12289), where the RMSNorm backward holds the
+// row as pairs (norm_backward_op::held_row).
+const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},       {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},
+                                 {600, 1500, 0}, {200, 3001, 0},  {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},
+                                 {40, 12289, 3}, {2, 16000, 8},   {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1},
+                                 {1, 262144, 0}, {2, 262139, 0}};
 
 class Norms : public GpuTest {};
 

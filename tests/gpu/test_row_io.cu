@@ -6,7 +6,9 @@
 // groups under 16 bytes, or a warp that is not whole at the call). bf16, fp16 and fp32, layouts
 // of 1 to 16 warps and 1 to 4 groups, round-robin and warp-blocked, and `cols` cutting the row
 // anywhere. The same for store_row_from_pairs (16-bit rows from packed pairs, in blocks of one
-// group or all: warp-blocked layouts chain the groups as store_row does).
+// group or all: warp-blocked layouts chain the groups as store_row does) and store_row_pairs
+// (the pairs stored as they are: whole 16-byte units when aligned, the realigned writer's
+// put_units when chained, else store_row_from_pairs).
 //
 // Each thread stores exact small integers (column % 200 - 100) from the layout's registers into
 // a poisoned buffer; every element of the buffer is checked: the row's columns [0, cols) hold
@@ -31,9 +33,9 @@ namespace {
 
 float value_of(int column) { return float(column % 200 - 100); }
 
-// How the row is written: store_row, or store_row_from_pairs (blocks of one group, or of all
-// groups).
-enum class mode { store_row, pairs_by_group, pairs_whole };
+// How the row is written: store_row, store_row_from_pairs (blocks of one group, or of all
+// groups), or store_row_pairs.
+enum class mode { store_row, pairs_by_group, pairs_whole, pairs_as_is };
 
 // `half_warps`: only lanes 0-15 of each warp store (the others skip the call), so the warp is
 // not whole at the call and the stores take their element path. `only_warp` >= 0: only that warp
@@ -47,6 +49,11 @@ __global__ void store_kernel(T* out, int offset, int cols, bool half_warps, int 
   if (only_warp >= 0 && int(threadIdx.x) / 32 != only_warp) return;
   if constexpr (Mode == mode::store_row) {
     store_row<Layout, cache_policy::streaming, Realign>(out + offset, v, cols, threadIdx.x);
+  } else if constexpr (Mode == mode::pairs_as_is) {
+    packed_t<T> pairs[Layout::elements / 2];
+#pragma unroll
+    for (int i = 0; i < Layout::elements / 2; ++i) pairs[i] = make_pair<T>(convert<T>(v[2 * i]), convert<T>(v[2 * i + 1]));
+    store_row_pairs<Layout, cache_policy::streaming, Realign>(out + offset, pairs, cols, threadIdx.x);
   } else {
     packed_t<T> pairs[Layout::elements / 2];
 #pragma unroll
@@ -109,13 +116,14 @@ void every_case() {
   }
   EXPECT_EQ(bad, 0);
 }
-// Every mode: store_row and, for 16-bit rows, store_row_from_pairs.
+// Every mode: store_row and, for 16-bit rows, store_row_from_pairs and store_row_pairs.
 template <class T, class Layout>
 void every_mode() {
   every_case<T, Layout, mode::store_row>();
   if constexpr (is_16bit_float<T>) {
     every_case<T, Layout, mode::pairs_by_group>();
     every_case<T, Layout, mode::pairs_whole>();
+    every_case<T, Layout, mode::pairs_as_is>();
   }
 }
 

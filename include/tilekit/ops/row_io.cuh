@@ -513,6 +513,10 @@ class realigned_writer {
     uint4 unit[A];
 #pragma unroll
     for (int k = 0; k < A; ++k) unit[k] = pack_access<T, access>(in + k * E);
+    put_units(g, unit);
+  }
+  // The same for a group already converted to T: its A 16-byte units.
+  TILEKIT_DEVICE TILEKIT_INLINE void put_units(int g, const uint4 (&unit)[A]) {
     if constexpr (!chained) {
       write(g, unit, shuffle_unit(unit[0], (lane_ + 1) % warp_threads), true, true);
     } else {
@@ -664,6 +668,46 @@ TILEKIT_DEVICE TILEKIT_INLINE void store_row_from_pairs(T* row, const packed_t<T
     const int offset = b * BlockGroups * Layout::group_stride;
     store_row<block, Policy, Realign && !chained>(row + offset, values, cols - offset, thread);
   }
+}
+
+// Store the thread's packed pairs (the layout of load_row_pairs_aligned) as they are: what
+// store_row_from_pairs stores with f the identity, without unpacking and converting them again.
+// For an op that computes its outputs as pairs first, so that its floats are not live at the
+// store (the realigned writer's shuffles and pieces need registers of their own).
+template <class Layout, cache_policy Policy = cache_policy::normal, bool Realign = false, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void store_row_pairs(T* row, const packed_t<T> (&pairs)[Layout::elements / 2], int cols,
+                                                   int thread) {
+  static_assert(Layout::group_elements % 8 == 0, "store_row_pairs: groups of whole 16-byte vectors");
+  constexpr int vectors = Layout::group_elements / 8;  // 16-byte units per group
+  constexpr bool chained = Realign && detail::realigns_stores<Layout, T> && Layout::block_threads == warp_threads;
+  const auto unit = [&](int g, int v) {
+    uint4 w;
+    memcpy(&w, pairs + g * Layout::group_elements / 2 + 4 * v, sizeof(w));
+    return w;
+  };
+  if (detail::is_aligned(row, max_access_bytes) && Layout::full(thread, cols)) {
+#pragma unroll
+    for (int g = 0; g < Layout::groups; ++g)
+#pragma unroll
+      for (int v = 0; v < vectors; ++v)
+        detail::store_word<Policy>(reinterpret_cast<uint4*>(row + Layout::group_column(thread, g)) + v, unit(g, v));
+    return;
+  }
+  if constexpr (chained) {
+    if (!detail::is_aligned(row, max_access_bytes) && __activemask() == ~0u) {
+      detail::realigned_writer<Layout, Policy, T> out(row, cols, thread);
+#pragma unroll
+      for (int g = 0; g < Layout::groups; ++g) {
+        uint4 units[vectors];
+#pragma unroll
+        for (int v = 0; v < vectors; ++v) units[v] = unit(g, v);
+        out.put_units(g, units);
+      }
+      out.finish();
+      return;
+    }
+  }
+  store_row_from_pairs<Layout, 1, Policy, Realign>(row, pairs, [](float x) { return x; }, cols, thread);
 }
 
 #endif  // __CUDACC__
