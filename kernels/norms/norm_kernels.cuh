@@ -719,14 +719,15 @@ struct norm_forward_op : row_op_defaults {
 //   dw += dy * xhat, db += dy   (per thread, in registers; one fp32 partial per worker at the end)
 // The weight is a thread_vector in shared memory, dw / db live in registers, and the row is
 // read in 16-byte pieces in two passes (sums, then outputs), so the registers hold dw, db and
-// one piece of x and dy at a time.
+// one piece of x and dy at a time; except RMSNorm rows of 16-bit x and dy over clusters
+// (deferred rows) or shifted over 2-16 warps (held_row), which hold x and dy as packed pairs.
 // ---------------------------------------------------------------------------------------------
 
 template <norm_kind Kind, class T, class W, bool DResidual>
 struct norm_backward_op : row_op_defaults {
   using element = T;
-  // LayerNorm: {sum g, sum g * xhat}; RMSNorm: {sum g * x, sum x^2} of deferred rows (row()
-  // reduces sum g * xhat alone, as a float).
+  // LayerNorm: {sum g, sum g * xhat}; RMSNorm: {sum g * x, sum x^2} of deferred rows and held
+  // rows without saved statistics (row() and held rows with them reduce one float).
   using reduce_value = float2;
   using params = backward_params;
   struct row_scalars {

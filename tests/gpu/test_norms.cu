@@ -2,9 +2,9 @@
 //
 // Shapes cover every size class of the configuration table (warp per row, CTA per row,
 // clusters of 2..16 CTAs), widths that are not a multiple of any vector or tile (1, 7, 100,
-// 1000, 4097, 65543), strided rows (including odd strides, whose rows are not 16-byte aligned
-// and take the element-by-element path), and row counts that make backward workers loop over
-// several rows. Outputs are poisoned (NaN bits); the padding columns of strided outputs must
+// 1000, 4097, 65543), strided rows (including strides whose rows are not 16-byte aligned:
+// the shifted stream, row_kernel.cuh "Unaligned matrices"), and row counts that make backward
+// workers loop over several rows. Outputs are poisoned (NaN bits); the padding columns of strided outputs must
 // stay poisoned (nothing written outside [0, cols)).
 //
 // Tolerances: outputs rounded to T carry a relative error of at most 2^-8 (bf16) / 2^-11
@@ -272,9 +272,9 @@ const shape forward_shapes[] = {
     {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
-// clusters of 2, 4, 8 and 16 CTAs), and misaligned rows (odd strides: the shifted stream) in
-// every class of 2 to 16 warps (1500, 3001, 4097, 12289), where the RMSNorm backward holds the
-// row as pairs (norm_backward_op::held_row).
+// clusters of 2, 4, 8 and 16 CTAs), and rows that are not 16-byte aligned (strides of 1500,
+// 3001, 4102, 12292 elements: the shifted stream) in every class of 2 to 16 warps, where the
+// RMSNorm backward holds the row as pairs (norm_backward_op::held_row).
 const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},       {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},
                                  {600, 1500, 0}, {200, 3001, 0},  {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},
                                  {40, 12289, 3}, {2, 16000, 8},   {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1},
@@ -355,6 +355,12 @@ TEST_F(Norms, RmsBackwardBf16Fp32WeightRecomputedResidual) {
 }
 TEST_F(Norms, RmsBackwardFp32) {
   for (const shape& s : backward_shapes) run_backward<float, float>(kind::rms, s, true, false);
+}
+// The held rows without saved statistics (rstd from the posted sum of x^2, a float2 reduction),
+// bf16, at every class of 2-16 warps with misaligned rows.
+TEST_F(Norms, RmsBackwardBf16HeldRowsRecomputed) {
+  for (const shape& s : {shape{600, 1500, 0}, shape{200, 3001, 0}, shape{300, 4097, 5}, shape{40, 12289, 3}})
+    run_backward<bf16, bf16>(kind::rms, s, false, false);
 }
 TEST_F(Norms, RmsBackwardFp16) {
   for (const shape& s : {shape{5, 7, 3}, shape{40, 1000, 8}, shape{300, 4097, 5}, shape{60, 65543, 1}})
