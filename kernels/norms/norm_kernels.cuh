@@ -835,34 +835,10 @@ struct norm_backward_op : row_op_defaults {
     const float rstd = p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
     const float a = rstd * rstd * rstd * means.x;
     T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
-    if constexpr (S::shifted) {
-      // dx as pairs first, then one store of the row: realigned dx rows then chain their groups
-      // (pieces once per warp instead of at every group), and no float of dx is live next to the
-      // writer's shuffles.
-      packed_t<T> dx[E / 2];
-#pragma unroll
-      for (int k = 0; k < E / V; ++k) {
-        float w[V], dres[V];
-        weight.load(w, k * V);
-        if constexpr (DResidual)
-          load_row<piece, cache_policy::streaming>(
-              dres, static_cast<const T*>(p.dresidual_out) + row * p.dresidual_out_stride + at.col0 + k * piece_columns<layout>,
-              cols_here - k * piece_columns<layout>, at.thread);
-#pragma unroll
-        for (int i = 0; i < V; i += 2) {
-          const int j = k * V + i;
-          const float2 x = unpack_pair(held.x[j / 2]), dy = unpack_pair(held.dy[j / 2]);
-          const float dys0 = dy.x * rstd, dys1 = dy.y * rstd;
-          dw[j] = fmaf(dys0, x.x, dw[j]);  // padding: dy = 0
-          dw[j + 1] = fmaf(dys1, x.y, dw[j + 1]);
-          float2 d = make_float2(fmaf(-x.x, a, dys0 * w[i]), fmaf(-x.y, a, dys1 * w[i + 1]));
-          if constexpr (DResidual) d.x += dres[i], d.y += dres[i + 1];
-          dx[j / 2] = convert<packed_t<T>>(d);
-        }
-      }
-      store_row_pairs<layout, cache_policy::streaming, true>(dx_row, dx, cols_here, at.thread);
-      return;
-    }
+    // Shifted rows: dx as pairs first, then one store of the row (store_row_pairs): realigned dx
+    // rows then chain their groups (pieces once per warp instead of at every group), and no float
+    // of dx is live next to the writer's shuffles. Aligned rows store each piece as it is done.
+    packed_t<T> dx_pairs[S::shifted ? E / 2 : 1];
 #pragma unroll
     for (int k = 0; k < E / V; ++k) {
       const int offset = k * piece_columns<layout>;
@@ -882,9 +858,12 @@ struct norm_backward_op : row_op_defaults {
         dx[i] = fmaf(-x.x, a, dys0 * w[i]);
         dx[i + 1] = fmaf(-x.y, a, dys1 * w[i + 1]);
         if constexpr (DResidual) dx[i] += dres[i], dx[i + 1] += dres[i + 1];
+        if constexpr (S::shifted) dx_pairs[j / 2] = convert<packed_t<T>>(make_float2(dx[i], dx[i + 1]));
       }
-      store_row<piece, cache_policy::streaming, S::shifted>(dx_row + offset, dx, cols_here - offset, at.thread);
+      if constexpr (!S::shifted)
+        store_row<piece, cache_policy::streaming>(dx_row + offset, dx, cols_here - offset, at.thread);
     }
+    if constexpr (S::shifted) store_row_pairs<layout, cache_policy::streaming, true>(dx_row, dx_pairs, cols_here, at.thread);
   }
 
   template <class S>
