@@ -930,13 +930,49 @@ struct norm_backward_op : row_op_defaults {
     finish<S>(p, at, row, held, means);
   }
 
+  // Shifted rows of 16-bit dx that row() stores as pairs after pass 2 (store_row_pairs: a
+  // realigned row's pieces once per warp and row instead of once per 16-byte group), where that
+  // measured faster. It keeps 16 more registers live through pass 2 next to dw and db: the
+  // LayerNorm's spills grow (bf16, ptxas: 1K 312 -> 324 bytes, 2K-8K 140 -> 252, 16K 120 -> 188,
+  // clusters 0 -> 100). H100, bf16, 2026-12-05, same-run A/B against the per-piece stores (2
+  // rounds, x copy; one warp vote per row at 16K and up in both): RMSNorm 1023 +12%, LayerNorm
+  // 1023 / 4095 / 16383 / 50257 / 262143 +4.0% / -2.9% / -1.4% / +7.7% / -4.5% (the 64K class
+  // gains, the 256K class, same code, loses: why is open). So one-warp rows (measured at 1K; the
+  // 256-column class follows them unmeasured) and the 64K class (clusters of 4); the 2K, 8K, 32K
+  // and 128K classes were not measured and keep the stores per piece (docs/performance.md,
+  // "Norms backward row(): one vote per row and dx as pairs").
+  template <class S>
+  static constexpr bool stores_dx_as_pairs =
+      S::shifted && is_16bit_float<T> && (S::warp_per_row || S::cluster_ctas == 4);
+
+  // Shifted rows of 16 warps or more (16K columns and the clusters) take the warp's vote once
+  // for all 16 piece loads of the row (voted_row) instead of once per load. H100, bf16
+  // LayerNorm, 2026-12-05, same-run A/B against main, x copy, votes once per row at every width:
+  // 16383 / 50257 / 262143 columns +0.7 / +4.2 / +4.2%, but 4095 (4 warps) -6.5 to -7% and the
+  // RMSNorm's 1023 (one warp) -3.5 to -4%; so the smaller classes keep the vote per load (second
+  // A/B, votes from 16 warps: +0.1-0.3 / +4.1 / +3.7-4.1% at 16383 / 50257 / 262143).
+  template <class S>
+  static constexpr bool votes_once_per_row = S::shifted && S::group_threads >= row_cta_threads;
+
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars stats,
                                          const stage_row<S> (&in)[inputs], const Ctx& ctx) {
     if constexpr (holds_shifted_row<S>) {
       held_row<S>(p, at, row, stats, in, ctx);
-      return;
+    } else if constexpr (votes_once_per_row<S>) {
+      voted_row<T> rows[inputs];
+      vote_rows<typename S::layout>(rows, in, p.cols - at.col0, at.thread);
+      row_passes<S>(p, at, row, stats, rows, ctx);
+    } else {
+      row_passes<S>(p, at, row, stats, in, ctx);
     }
+  }
+
+  // row() of the rows that are not held: two passes over the staged row (in: stage rows, or
+  // voted ones), piece by piece.
+  template <class S, class R, class Ctx>
+  TILEKIT_DEVICE TILEKIT_INLINE void row_passes(const params& p, const row_place& at, int64_t row, row_scalars stats,
+                                                const R (&in)[inputs], const Ctx& ctx) {
     using layout = typename S::layout;
     constexpr int E = layout::elements;
     constexpr int V = layout::group_elements;
@@ -995,8 +1031,11 @@ struct norm_backward_op : row_op_defaults {
     }
     const float a2 = rstd * (rstd * c);
 
-    // Pass 2: dx, and the weight / bias gradients.
+    // Pass 2: dx, and the weight / bias gradients. Shifted rows of some classes (stores_dx_as_pairs)
+    // collect dx as pairs and store the row once (store_row_pairs), as finish() does.
     T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
+    constexpr bool dx_pairs_first = stores_dx_as_pairs<S>;
+    packed_t<T> dx_pairs[dx_pairs_first ? E / 2 : 1];
 #pragma unroll
     for (int k = 0; k < E / V; ++k) {
       const int offset = k * piece_width;
@@ -1018,9 +1057,14 @@ struct norm_backward_op : row_op_defaults {
         if constexpr (is_layer) db[j] += dy[i];
         x[i] = fmaf(-d, a2, fmaf(dys, w[i], -b));
         if constexpr (DResidual) x[i] += dres[i];
+        if constexpr (dx_pairs_first)
+          if (i % 2 == 1) dx_pairs[(j - 1) / 2] = convert<packed_t<T>>(make_float2(x[i - 1], x[i]));
       }
-      store_row<piece, cache_policy::streaming, S::shifted>(dx_row + offset, x, cols_here - offset, at.thread);
+      if constexpr (!dx_pairs_first)
+        store_row<piece, cache_policy::streaming, S::shifted>(dx_row + offset, x, cols_here - offset, at.thread);
     }
+    if constexpr (dx_pairs_first)
+      store_row_pairs<layout, cache_policy::streaming, true>(dx_row, dx_pairs, cols_here, at.thread);
   }
 
   // One fp32 partial row per (worker, group): partial (worker * groups + group) holds the sums of

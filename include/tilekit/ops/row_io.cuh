@@ -350,28 +350,64 @@ TILEKIT_DEVICE TILEKIT_INLINE bool warp_full(int thread, int cols) {
 }
 }  // namespace detail
 
-// load_row_aligned for a shifted row (see shifted_row): the same registers, columns >= cols
-// get `fill`.
+// A shifted row with its warp's vote taken once (vote_rows below): whether every lane of the
+// warp holds its columns of a whole layout (Layout::full). load_row_aligned of any piece of it
+// (row_piece<Layout>) then skips the vote that each load of a shifted_row takes, for an op that
+// loads its row piece by piece (the norms backward: 16 loads per row and thread).
+template <class T>
+struct voted_row {
+  shifted_row<T> row;
+  bool whole;
+  // The piece `columns` further on: the vote holds for every piece of the layout.
+  TILEKIT_HOST_DEVICE voted_row operator+(int columns) const { return {row + columns, whole}; }
+};
+
+// One vote for K shifted rows of the same layout and columns (x and dy of a row, say).
+template <class Layout, class T, int K>
+TILEKIT_DEVICE TILEKIT_INLINE void vote_rows(voted_row<T> (&out)[K], const shifted_row<T> (&in)[K], int cols,
+                                             int thread) {
+  const bool whole = detail::warp_full<Layout>(thread, cols);
+#pragma unroll
+  for (int i = 0; i < K; ++i) out[i] = {in[i], whole};
+}
+
+namespace detail {
+// load_row_aligned of a shifted row; `whole`: the warp's vote already taken (voted_row).
 template <class Layout, class T>
-TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], shifted_row<T> row, int cols,
-                                                    int thread, float fill = 0.0f) {
+TILEKIT_DEVICE TILEKIT_INLINE void load_shifted_row(float (&dst)[Layout::elements], shifted_row<T> row, bool whole,
+                                                    int cols, int thread, float fill) {
   constexpr int E = vector_elements<T>;
-  if (detail::warp_full<Layout>(thread, cols)) {
-    detail::for_each_shifted_unit<Layout, true>(row, cols, thread, [&](int g, int k, uint4 w) {
-      detail::unpack_word<T>(w, dst + g * Layout::group_elements + k * E);
+  if (whole || warp_full<Layout>(thread, cols)) {
+    for_each_shifted_unit<Layout, true>(row, cols, thread, [&](int g, int k, uint4 w) {
+      unpack_word<T>(w, dst + g * Layout::group_elements + k * E);
     });
     return;
   }
 #pragma unroll
   for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
-  detail::for_each_shifted_unit<Layout, false>(row, cols, thread, [&](int g, int k, uint4 w) {
+  for_each_shifted_unit<Layout, false>(row, cols, thread, [&](int g, int k, uint4 w) {
     float* out = dst + g * Layout::group_elements + k * E;
-    detail::unpack_word<T>(w, out);
+    unpack_word<T>(w, out);
     const int c0 = Layout::group_column(thread, g) + k * E;
 #pragma unroll
     for (int i = 0; i < E; ++i)
       if (c0 + i >= cols) out[i] = fill;
   });
+}
+}  // namespace detail
+
+// load_row_aligned for a shifted row (see shifted_row): the same registers, columns >= cols
+// get `fill`.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], shifted_row<T> row, int cols,
+                                                    int thread, float fill = 0.0f) {
+  detail::load_shifted_row<Layout>(dst, row, false, cols, thread, fill);
+}
+// The same for a voted row (voted_row): no vote of its own where the warp's row is whole.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], voted_row<T> row, int cols,
+                                                    int thread, float fill = 0.0f) {
+  detail::load_shifted_row<Layout>(dst, row.row, row.whole, cols, thread, fill);
 }
 
 // load_row_pairs_aligned for a shifted row.
