@@ -8,7 +8,9 @@
 // The stage is poisoned (all bits 1) before the copy. After it, every element of every row of
 // the item is read three ways and checked bit for bit against the source: element by element
 // (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
-// fill) and, for 16-bit rows, with load_row_pairs_aligned. Each source is its own allocation,
+// fill), piece by piece through a voted_row (one warp vote for the row's pieces: the fill rule
+// must hold where the vote says the warp is not whole) and, for 16-bit rows, with
+// load_row_pairs_aligned. Each source is its own allocation,
 // ending exactly at the matrix's last element, so that compute-sanitizer's memcheck reports any
 // read past the matrix (the stream moves the last unit element by element there).
 #include <cuda_runtime.h>
@@ -36,11 +38,12 @@ using stream_of = row_stream<T, inputs, stage_rows, stage_cols, 1, true>;
 template <class T, int Threads>
 using layout_of = row_layout<Threads, stage_cols / (Threads * vector_elements<T>), vector_elements<T>>;
 
-// out: the item's rows element by element; loaded: load_row_aligned's floats by column; pairs:
-// load_row_pairs_aligned's raw bits by column (16-bit rows). Each [input][row][stage_cols].
+// out: the item's rows element by element; loaded: load_row_aligned's floats by column; voted:
+// the same, loaded piece by piece from voted rows; pairs: load_row_pairs_aligned's raw bits by
+// column (16-bit rows). Each [input][row][stage_cols].
 template <class T, int Threads>
 __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_row, int64_t total_rows, int col0,
-                               int chunk, int cols, T* out, float* loaded, uint32_t* pairs) {
+                               int chunk, int cols, T* out, float* loaded, float* voted, uint32_t* pairs) {
   extern __shared__ __align__(128) unsigned char shared[];
   using stream_t = stream_of<T>;
   using layout = layout_of<T, Threads>;
@@ -66,6 +69,21 @@ __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_r
       load_row_aligned<layout>(v, row, chunk, threadIdx.x, fill);
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) loaded[at + layout::column(threadIdx.x, j)] = v[j];
+      {
+        using piece = row_piece<layout>;
+        constexpr int V = layout::group_elements;
+        const shifted_row<T> rows[1] = {row};
+        voted_row<T> votes[1];
+        vote_rows<layout>(votes, rows, chunk, threadIdx.x);
+#pragma unroll
+        for (int k = 0; k < layout::groups; ++k) {
+          const int offset = k * layout::group_stride;
+          float w[V];
+          load_row_aligned<piece>(w, votes[0] + offset, chunk - offset, threadIdx.x, fill);
+#pragma unroll
+          for (int j = 0; j < V; ++j) voted[at + layout::column(threadIdx.x, k * V + j)] = w[j];
+        }
+      }
       if constexpr (is_16bit_float<T>) {
         packed_t<T> p[layout::elements / 2];
         load_row_pairs_aligned<layout>(p, row, chunk, threadIdx.x, convert<T>(fill));
@@ -112,15 +130,17 @@ int run_case(const shifted_case& c) {
   const size_t outputs = size_t(inputs) * stage_rows * stage_cols;
   device_buffer<T> out(outputs);
   device_buffer<float> loaded(outputs);
+  device_buffer<float> voted(outputs);
   device_buffer<uint32_t> pairs(outputs);
   auto kernel = shifted_kernel<T, Threads>;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_t::shared_bytes)));
   kernel<<<1, Threads, stream_t::shared_bytes>>>(rs[0], rs[1], c.first_row, c.total_rows, c.col0, chunk, c.cols,
-                                                 out.get(), loaded.get(), pairs.get());
+                                                 out.get(), loaded.get(), voted.get(), pairs.get());
   TILEKIT_CHECK_CUDA(cudaGetLastError());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<T> got = out.download();
   const std::vector<float> got_loaded = loaded.download();
+  const std::vector<float> got_voted = voted.download();
   const std::vector<uint32_t> got_pairs = pairs.download();
   int bad = 0;
   auto report = [&](const char* what, int i, int r, int col, uint32_t have, uint32_t want) {
@@ -139,6 +159,7 @@ int run_case(const shifted_case& c) {
         if (inside) report("element", i, r, col, raw_bits(got[at]), raw_bits(source));
         report("load_row_aligned", i, r, col, raw_bits(got_loaded[at]),
                raw_bits(inside ? float(source) : fill));
+        report("voted_row pieces", i, r, col, raw_bits(got_voted[at]), raw_bits(inside ? float(source) : fill));
         if constexpr (is_16bit_float<T>)
           report("load_row_pairs_aligned", i, r, col, got_pairs[at], raw_bits(inside ? source : T(fill)));
       }
