@@ -945,14 +945,16 @@ struct norm_backward_op : row_op_defaults {
   static constexpr bool stores_dx_as_pairs =
       S::shifted && is_16bit_float<T> && (S::warp_per_row || S::cluster_ctas == 4);
 
-  // Shifted rows of 16 warps or more (16K columns and the clusters) take the warp's vote once
-  // for all 16 piece loads of the row (voted_row) instead of once per load. H100, bf16
+  // Shifted 16-bit rows of 16 warps or more (16K columns and the clusters) that row() reads
+  // (the LayerNorm's; the RMSNorm's with the residual's gradient at 16K) take the warp's vote
+  // once for all 16-20 piece loads of the row (voted_row) instead of once per load. H100, bf16
   // LayerNorm, 2026-12-05, same-run A/B against main, x copy, votes once per row at every width:
   // 16383 / 50257 / 262143 columns +0.7 / +4.2 / +4.2%, but 4095 (4 warps) -6.5 to -7% and the
   // RMSNorm's 1023 (one warp) -3.5 to -4%; so the smaller classes keep the vote per load (second
   // A/B, votes from 16 warps: +0.1-0.3 / +4.1 / +3.7-4.1% at 16383 / 50257 / 262143).
   template <class S>
-  static constexpr bool votes_once_per_row = S::shifted && S::group_threads >= row_cta_threads;
+  static constexpr bool votes_once_per_row =
+      S::shifted && is_16bit_float<T> && S::group_threads >= row_cta_threads;  // fp32: not measured
 
   template <class S, class Ctx>
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, row_scalars stats,

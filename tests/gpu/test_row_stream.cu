@@ -6,10 +6,11 @@
 // matrix's start, middle and end.
 //
 // The stage is poisoned (all bits 1) before the copy. After it, every element of every row of
-// the item is read three ways and checked bit for bit against the source: element by element
+// the item is read four ways and checked bit for bit against the source: element by element
 // (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
-// fill), piece by piece through a voted_row (one warp vote for the row's pieces: the fill rule
-// must hold where the vote says the warp is not whole) and, for 16-bit rows, with
+// fill), piece by piece through a voted_row in the warp-blocked layout that the row kernels'
+// shifted schedules use (one warp vote for all the row's pieces: the fill rule must hold where
+// the vote says the warp is not whole) and, for 16-bit rows, with
 // load_row_pairs_aligned. Each source is its own allocation,
 // ending exactly at the matrix's last element, so that compute-sanitizer's memcheck reports any
 // read past the matrix (the stream moves the last unit element by element there).
@@ -70,18 +71,19 @@ __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_r
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) loaded[at + layout::column(threadIdx.x, j)] = v[j];
       {
-        using piece = row_piece<layout>;
-        constexpr int V = layout::group_elements;
+        using blocked = warp_blocked_row_layout<Threads, layout::groups, vector_elements<T>>;
+        using piece = row_piece<blocked>;
+        constexpr int V = blocked::group_elements;
         const shifted_row<T> rows[1] = {row};
         voted_row<T> votes[1];
-        vote_rows<layout>(votes, rows, chunk, threadIdx.x);
+        vote_rows<blocked>(votes, rows, chunk, threadIdx.x);
 #pragma unroll
-        for (int k = 0; k < layout::groups; ++k) {
-          const int offset = k * layout::group_stride;
+        for (int k = 0; k < blocked::groups; ++k) {
+          const int offset = k * blocked::group_stride;
           float w[V];
           load_row_aligned<piece>(w, votes[0] + offset, chunk - offset, threadIdx.x, fill);
 #pragma unroll
-          for (int j = 0; j < V; ++j) voted[at + layout::column(threadIdx.x, k * V + j)] = w[j];
+          for (int j = 0; j < V; ++j) voted[at + blocked::column(threadIdx.x, k * V + j)] = w[j];
         }
       }
       if constexpr (is_16bit_float<T>) {

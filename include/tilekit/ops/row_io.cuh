@@ -352,8 +352,10 @@ TILEKIT_DEVICE TILEKIT_INLINE bool warp_full(int thread, int cols) {
 
 // A shifted row with its warp's vote taken once (vote_rows below): whether every lane of the
 // warp holds its columns of a whole layout (Layout::full). load_row_aligned of any piece of it
-// (row_piece<Layout>) then skips the vote that each load of a shifted_row takes, for an op that
-// loads its row piece by piece (the norms backward: 16 loads per row and thread).
+// then skips the vote that each load of a shifted_row takes, for an op that loads its row piece
+// by piece (the norms backward: 16 or more loads per row and thread). Contract, not checked:
+// load only with the voted Layout or row_piece<Layout>, at multiples of Layout::group_stride,
+// with the voted cols less that offset. Anything else may skip column tests it needs.
 template <class T>
 struct voted_row {
   shifted_row<T> row;
