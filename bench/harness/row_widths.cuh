@@ -5,10 +5,11 @@
 //   TILEKIT_BENCHMARK(BM_softmax_forward)->Apply(tb::row_widths<'N'>);   // the argument's name
 //
 // row_widths: the widths of the issue, 1K-256K, whose rows are 16-byte aligned (the aligned
-// stream). odd_row_widths: one odd width below each of 1K, 4K, 16K, 64K (GPT-2's vocabulary,
-// 50257) and 256K: rows of an odd number of 16-bit elements are not 16-byte aligned, so the
-// kernels take their shifted stream (kernels/common/row_kernel.cuh, "Unaligned matrices");
-// each width sits in the size class of the aligned width above it.
+// stream). odd_row_widths: one odd width in each size class of default_row_table from 1K to
+// 256K (2^k - 1, and GPT-2's vocabulary, 50257, for the 64K class): rows of an odd number of
+// 16-bit elements are not 16-byte aligned, so the kernels take their shifted stream
+// (kernels/common/row_kernel.cuh, "Unaligned matrices"); each width sits in the size class of
+// the aligned width above it.
 
 #include <benchmark/benchmark.h>
 
@@ -26,7 +27,7 @@ void row_widths(benchmark::internal::Benchmark* b) {
 template <char Name>
 void odd_row_widths(benchmark::internal::Benchmark* b) {
   b->ArgNames({std::string(1, Name)});
-  for (int64_t n : {1023, 4095, 16383, 50257, 262143}) b->Args({n});
+  for (int64_t n : {1023, 2047, 4095, 8191, 16383, 32767, 50257, 131071, 262143}) b->Args({n});
 }
 
 }  // namespace tilekit::bench
