@@ -264,21 +264,24 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
 }
 
 // Every size class (clusters of 2, 4, 8 and 16 CTAs from 20000 columns on); odd pads make rows
-// misaligned (the shifted stream), as do odd widths; rows not multiples of the
-// rows per CTA; M = 1 for the widest.
+// misaligned (the shifted stream), as do odd widths (with an even stride: 65543 + 1 is aligned),
+// in every class of 1 warp and up; rows not multiples of the rows per CTA; M = 1 for the widest.
 const shape forward_shapes[] = {
     {3, 1, 0},      {5, 7, 3},      {37, 100, 0},  {9, 300, 1},   {16, 1000, 8}, {16, 1024, 0},
     {4, 1500, 0},   {3, 3000, 2},   {4, 4097, 5},  {3, 8192, 0},  {2, 16000, 8}, {2, 20000, 0},
-    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {1, 262144, 0}, {2, 262139, 0}};
+    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {2, 32767, 0}, {2, 131071, 0}, {1, 262144, 0},
+    {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
-// clusters of 2, 4, 8 and 16 CTAs), and rows that are not 16-byte aligned (strides of 1500,
-// 3001, 4102, 12292 elements: the shifted stream) in every class of 2 to 16 warps, where the
-// RMSNorm backward holds the row as pairs (norm_backward_op::held_row).
+// clusters of 2, 4, 8 and 16 CTAs), and rows that are not 16-byte aligned (the shifted stream)
+// in every class from one warp up: strides of 7 + 3, 302, 1500, 3001, 4102, 12292, 32767, 50003,
+// 131071 and 262139 elements (the RMSNorm backward holds the rows of 2 to 16 warps as pairs,
+// norm_backward_op::held_row; the LayerNorm's row() votes once per row from 16 warps and stores
+// dx as pairs in some classes).
 const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},       {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},
                                  {600, 1500, 0}, {200, 3001, 0},  {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},
                                  {40, 12289, 3}, {2, 16000, 8},   {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1},
-                                 {1, 262144, 0}, {2, 262139, 0}};
+                                 {7, 32767, 0},  {5, 131071, 0}, {1, 262144, 0}, {2, 262139, 0}};
 
 class Norms : public GpuTest {};
 
