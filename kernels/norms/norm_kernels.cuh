@@ -938,9 +938,10 @@ struct norm_backward_op : row_op_defaults {
   // rounds, x copy; one warp vote per row at 16K and up in both): RMSNorm 1023 +12%, LayerNorm
   // 1023 / 4095 / 16383 / 50257 / 262143 +4.0% / -2.9% / -1.4% / +7.7% / -4.5% (the 64K class
   // gains, the 256K class, same code, loses: why is open). So one-warp rows (measured at 1K; the
-  // 256-column class follows them unmeasured) and the 64K class (clusters of 4); the 2K, 8K, 32K
-  // and 128K classes were not measured and keep the stores per piece (docs/performance.md,
-  // "Norms backward row(): one vote per row and dx as pairs").
+  // 256-column class follows them unmeasured) and the 64K class (clusters of 4). The other
+  // classes keep the stores per piece: a third A/B (H100, 2026-12-05, 2 rounds) of pairs in the
+  // 2K, 8K, 32K and 128K classes read 2047 / 8191 / 32767 / 131071 columns -1.9% / 0 / +0.5% /
+  // -1.0% (docs/performance.md, "Norms backward row(): one vote per row and dx as pairs").
   template <class S>
   static constexpr bool stores_dx_as_pairs =
       S::shifted && is_16bit_float<T> && (S::warp_per_row || S::cluster_ctas == 4);
