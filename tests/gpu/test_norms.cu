@@ -3,9 +3,10 @@
 // Shapes cover every size class of the configuration table (warp per row, CTA per row,
 // clusters of 2..16 CTAs), widths that are not a multiple of any vector or tile (1, 7, 100,
 // 1000, 4097, 65543), strided rows (including strides whose rows are not 16-byte aligned:
-// the shifted stream, row_kernel.cuh "Unaligned matrices"), and row counts that make backward
-// workers loop over several rows. Outputs are poisoned (NaN bits); the padding columns of strided outputs must
-// stay poisoned (nothing written outside [0, cols)).
+// the shifted stream, row_kernel.cuh "Unaligned matrices", in every size class), and row
+// counts that make backward workers loop over several rows. Outputs are poisoned (NaN bits);
+// the padding columns of strided outputs must stay poisoned (nothing written outside
+// [0, cols)).
 //
 // Tolerances: outputs rounded to T carry a relative error of at most 2^-8 (bf16) / 2^-11
 // (fp16) per element, so the norm-wise relative error is bounded by tolerance<T>(); fp32

@@ -1,9 +1,9 @@
 // GPU tests: softmax forward and backward (kernels/softmax) against fp64 CPU references.
 //
-// Shapes cover every size class of the configuration table (kernels/common/row_kernel.cuh):
+// Shapes cover every size class of the configuration tables (kernels/common/row_kernel.cuh):
 // warp per row, CTA per row, clusters of 2..16 CTAs, widths that are not a multiple of
-// anything (7, 100, 1000, 4097, 65543), rows = 1, and strided rows whose starts are either
-// 16-byte aligned (vector path) or not (element path). Outputs are poisoned (NaN) and the
+// anything (7, 100, 1000, 4097, 65543, ...; `widths`), rows = 1, and strided rows whose starts
+// are either 16-byte aligned or not (the shifted stream). Outputs are poisoned (NaN) and the
 // padding between rows is checked to stay poisoned.
 //
 // Tolerances (relative L2 error): the kernels compute in fp32 from the same rounded inputs
@@ -48,8 +48,13 @@ int64_t rows_for(int64_t cols, int64_t max_rows = 67) {
   return std::max<int64_t>(1, std::min<int64_t>(max_rows, reference_elements / cols));
 }
 
-// The widths of the issue: every size class, odd widths, the largest one.
-const int64_t widths[] = {1, 7, 100, 1000, 1024, 4097, 8192, 65543, 262144};
+// The widths: 1, the largest, aligned ones (1000, 1024, 8192), and an odd width in every size
+// class of the tables (kernels/common/row_kernel.cuh), whose 16-bit rows are not 16-byte aligned (the
+// shifted stream; for fp32 too where the width is odd): 7 and 100 (256 columns), 1000 and 1024
+// (1K), 1500 (2K), 3001 (4K), 4097 (8K), 12289 (16K), 30001 (32K), 50001 (64K), 65543 (128K),
+// 262143 (256K).
+const int64_t widths[] = {1,     7,     100,   1000,  1024,  1500,  3001,   4097,
+                          8192,  12289, 30001, 50001, 65543, 262143, 262144};
 
 // 16-bit bit pattern of a poisoned element (device_buffer fills with 0xFF bytes).
 template <class T>
