@@ -9,7 +9,7 @@
 // 256K (2^k - 1, and GPT-2's vocabulary, 50257, for the 64K class): rows of an odd number of
 // 16-bit elements are not 16-byte aligned, so the kernels take their shifted stream
 // (kernels/common/row_kernel.cuh, "Unaligned matrices"); each width sits in the size class of
-// the aligned width above it.
+// default_row_table whose bound is the power of two above it (2047: the 2K class).
 
 #include <benchmark/benchmark.h>
 

@@ -3,10 +3,10 @@
 // Shapes cover every size class of the configuration table (warp per row, CTA per row,
 // clusters of 2..16 CTAs), widths that are not a multiple of any vector or tile (1, 7, 100,
 // 1000, 4097, 65543), strided rows (including strides whose rows are not 16-byte aligned:
-// the shifted stream, row_kernel.cuh "Unaligned matrices", in every size class), and row
-// counts that make backward workers loop over several rows. Outputs are poisoned (NaN bits);
-// the padding columns of strided outputs must stay poisoned (nothing written outside
-// [0, cols)).
+// the shifted stream, row_kernel.cuh "Unaligned matrices", in every size class of 16-bit
+// rows), and row counts that make backward workers loop over several rows. Outputs are
+// poisoned (NaN bits); the padding columns of strided outputs must stay poisoned (nothing
+// written outside [0, cols)).
 //
 // Tolerances: outputs rounded to T carry a relative error of at most 2^-8 (bf16) / 2^-11
 // (fp16) per element, so the norm-wise relative error is bounded by tolerance<T>(); fp32
@@ -264,19 +264,21 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
   if (k == kind::layer) TILEKIT_EXPECT_CLOSE(db.download(), db_ref, output_tolerance<W>());
 }
 
-// Every size class (clusters of 2, 4, 8 and 16 CTAs from 20000 columns on); odd pads make rows
-// misaligned (the shifted stream), as do odd widths (with an even stride: 65543 + 1 is aligned),
-// in every class of 1 warp and up; rows not multiples of the rows per CTA; M = 1 for the widest.
+// Every size class (clusters of 2, 4, 8 and 16 CTAs from 20000 columns on); odd pads and odd
+// widths make 16-bit rows start misaligned (the shifted stream) in every class of 1 warp and up;
+// an odd width with an aligned stride (65543 + 1) takes the shifted stream too (its length is not
+// a multiple of 16 bytes), at shift 0; rows not multiples of the rows per CTA; M = 1 for the
+// widest.
 const shape forward_shapes[] = {
     {3, 1, 0},      {5, 7, 3},      {37, 100, 0},  {9, 300, 1},   {16, 1000, 8}, {16, 1024, 0},
     {4, 1500, 0},   {3, 3000, 2},   {4, 4097, 5},  {3, 8192, 0},  {2, 16000, 8}, {2, 20000, 0},
-    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {2, 32767, 0}, {2, 131071, 0}, {1, 262144, 0},
-    {2, 262139, 0}};
+    {3, 40000, 0},  {2, 50000, 3},  {2, 65543, 1}, {2, 12289, 3}, {2, 32767, 0}, {2, 131071, 0},
+    {1, 262144, 0}, {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
-// clusters of 2, 4, 8 and 16 CTAs), and rows that are not 16-byte aligned (the shifted stream)
-// in every class from one warp up: strides of 7 + 3, 302, 1500, 3001, 4102, 12292, 32767, 50003,
-// 131071 and 262139 elements (the RMSNorm backward holds the rows of 2 to 16 warps as pairs,
+// clusters of 2, 4, 8 and 16 CTAs), and 16-bit rows that do not start 16-byte aligned (the
+// shifted stream) in every class from one warp up: strides of 7 + 3, 302, 1500, 3001, 4102,
+// 12292, 32767, 50003, 131071 and 262139 elements (the RMSNorm backward holds the rows of 2 to 16 warps as pairs,
 // norm_backward_op::held_row; the LayerNorm's row() votes once per row from 16 warps and stores
 // dx as pairs in some classes).
 const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},       {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},

@@ -49,12 +49,11 @@ int64_t rows_for(int64_t cols, int64_t max_rows = 67) {
 }
 
 // The widths: 1, the largest, aligned ones (1000, 1024, 8192), and an odd width in every size
-// class of the tables (kernels/common/row_kernel.cuh), whose 16-bit rows are not 16-byte aligned (the
-// shifted stream; for fp32 too where the width is odd): 7 and 100 (256 columns), 1000 and 1024
-// (1K), 1500 (2K), 3001 (4K), 4097 (8K), 12289 (16K), 30001 (32K), 50001 (64K), 65543 (128K),
-// 262143 (256K).
-const int64_t widths[] = {1,     7,     100,   1000,  1024,  1500,  3001,   4097,
-                          8192,  12289, 30001, 50001, 65543, 262143, 262144};
+// class of the tables (kernels/common/row_kernel.cuh), whose rows do not start 16-byte aligned
+// (the shifted stream), 16-bit and fp32 alike: 7 (256 columns), 1023 (1K), 1501 (2K), 3001 (4K),
+// 4097 (8K), 12289 (16K), 30001 (32K), 50001 (64K), 65543 (128K), 262143 (256K).
+const int64_t widths[] = {1,    7,     100,   1000,  1023,  1024,  1501,   3001,
+                          4097, 8192,  12289, 30001, 50001, 65543, 262143, 262144};
 
 // 16-bit bit pattern of a poisoned element (device_buffer fills with 0xFF bytes).
 template <class T>
