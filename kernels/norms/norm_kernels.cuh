@@ -930,18 +930,19 @@ struct norm_backward_op : row_op_defaults {
     finish<S>(p, at, row, held, means);
   }
 
-  // Shifted rows of 16-bit dx that row() stores as pairs after pass 2 (store_row_pairs: a
-  // realigned row's pieces once per warp and row instead of once per 16-byte group), where that
-  // measured faster. It keeps 16 more registers live through pass 2 next to dw and db: the
-  // LayerNorm's spills grow (bf16, ptxas, pairs in every class: 1K 312 -> 324 bytes, 2K-8K 140 ->
-  // 252, 16K 120 -> 188, clusters 0 -> 100; in the classes that take them, 1K and 64K). H100, bf16, 2026-12-05, same-run A/B against the per-piece stores (2
-  // rounds, x copy; one warp vote per row at 16K and up in both): RMSNorm 1023 +12%, LayerNorm
-  // 1023 / 4095 / 16383 / 50257 / 262143 +4.0% / -2.9% / -1.4% / +7.7% / -4.5% (the 64K class
-  // gains, the 256K class, same code, loses: why is open). So one-warp rows (measured at 1K; the
-  // 256-column class follows them unmeasured) and the 64K class (clusters of 4). The other
-  // classes keep the stores per piece: a third A/B (H100, 2026-12-05, 2 rounds) of pairs in the
-  // 2K, 8K, 32K and 128K classes read 2047 / 8191 / 32767 / 131071 columns -1.9% / 0 / +0.5% /
-  // -0.9% (docs/performance.md, "Norms backward row(): one vote per row and dx as pairs").
+  // Shifted rows of 16-bit dx that row() stores as pairs after pass 2 (store_row_pairs: a realigned
+  // row's pieces once per warp and row instead of once per 16-byte group), where that measured
+  // faster. It keeps 16 more registers live through pass 2 next to dw and db: the LayerNorm's
+  // spills grow (bf16, ptxas, pairs in every class: 1K 312 -> 324 bytes, 2K-8K 140 -> 252, 16K 120
+  // -> 188, clusters 0 -> 100; in the classes that take them, 1K and 64K). H100, bf16, 2026-12-05,
+  // same-run A/B against the per-piece stores (2 rounds, x copy; one warp vote per row at 16K and
+  // up in both): RMSNorm 1023 +12%, LayerNorm 1023 / 4095 / 16383 / 50257 / 262143 +4.0% / -2.9% /
+  // -1.4% / +7.7% / -4.5% (the 64K class gains, the 256K class, same code, loses: why is open). So
+  // one-warp rows (measured at 1K; the 256-column class follows them unmeasured) and the 64K class
+  // (clusters of 4). The other classes keep the stores per piece: a third A/B (H100, 2026-12-05, 2
+  // rounds) of pairs in the 2K, 8K, 32K and 128K classes read 2047 / 8191 / 32767 / 131071 columns
+  // -1.9% / 0 / +0.5% / -0.9% (docs/performance.md, "Norms backward row(): one vote per row and dx
+  // as pairs").
   template <class S>
   static constexpr bool stores_dx_as_pairs =
       S::shifted && is_16bit_float<T> && (S::warp_per_row || S::cluster_ctas == 4);

@@ -276,11 +276,11 @@ const shape forward_shapes[] = {
     {1, 262144, 0}, {2, 262139, 0}};
 // Backward: enough rows that workers loop (264 workers; 8 rows per CTA for warp classes).
 // One shape per size class of backward_table (256, 512, 1024, 2048, 4096, 8192, 16K, and the
-// clusters of 2, 4, 8 and 16 CTAs), and 16-bit rows that do not start 16-byte aligned (the
-// shifted stream) in every class from one warp up: strides of 7 + 3, 302, 1500, 3001, 4102,
-// 12292, 32767, 50003, 131071 and 262139 elements (the RMSNorm backward holds the rows of 2 to 16 warps as pairs,
-// norm_backward_op::held_row; the LayerNorm's row() votes once per row from 16 warps and stores
-// dx as pairs in some classes).
+// clusters of 2, 4, 8 and 16 CTAs), and 16-bit rows that do not start 16-byte aligned (the shifted
+// stream) in every class from one warp up: strides of 7 + 3, 302, 1500, 3001, 4102, 12292, 32767,
+// 50003, 131071 and 262139 elements (the RMSNorm backward holds the rows of 2 to 16 warps as pairs,
+// norm_backward_op::held_row; the LayerNorm's row() votes once per row from 16 warps and stores dx
+// as pairs in some classes).
 const shape backward_shapes[] = {{3, 1, 0},      {5, 7, 3},       {2500, 100, 0}, {70, 300, 2},   {40, 1000, 8},
                                  {600, 1500, 0}, {200, 3001, 0},  {64, 4096, 0},  {300, 4097, 5}, {3, 8192, 0},
                                  {40, 12289, 3}, {2, 16000, 8},   {90, 30000, 0}, {12, 50001, 2}, {60, 65543, 1},

@@ -5,15 +5,15 @@
 // row lengths from 1 element to more than a stage row (chunks cut at col0), and items at the
 // matrix's start, middle and end.
 //
-// The stage is poisoned (all bits 1) before the copy. After it, every element of every row of
-// the item is read four ways and checked bit for bit against the source: element by element
+// The stage is poisoned (all bits 1) before the copy. After it, every element of every row of the
+// item is read four ways and checked bit for bit against the source: element by element
 // (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
 // fill), piece by piece through a voted_row in the warp-blocked layout that the row kernels'
-// shifted schedules use (one warp vote for all the row's pieces: the fill rule must hold where
-// the vote says the warp is not whole) and, for 16-bit rows, with
-// load_row_pairs_aligned. Each source is its own allocation,
-// ending exactly at the matrix's last element, so that compute-sanitizer's memcheck reports any
-// read past the matrix (the stream moves the last unit element by element there).
+// shifted schedules use (one warp vote for all the row's pieces: the fill rule must hold where the
+// vote says the warp is not whole) and, for 16-bit rows, with load_row_pairs_aligned. Each source
+// is its own allocation, ending exactly at the matrix's last element, so that compute-sanitizer's
+// memcheck reports any read past the matrix (the stream moves the last unit element by element
+// there).
 #include <cuda_runtime.h>
 
 #include <algorithm>
