@@ -5,7 +5,7 @@ compare_norms.py timed tilekit.cross_entropy(x, labels) (mean reduction, no labe
 at 0.62-0.86x of copy on 2026-12-02, while bench_cross_entropy timed the kernel alone (label
 smoothing 0.1, logits uniform in [-4, 4]) at 0.80-0.96x; this script found the mean's six torch
 kernels (17-28 us per call), which cross_entropy_reduce replaced on 2026-12-03 (one launch, 'mean'
-now 1-6 us above 'none': docs/performance.md, "CE forward through PyTorch"). It takes the
+now 1-6 us above 'none': docs/performance_log.md, "CE forward through PyTorch"). It takes the
 difference between the operator and the public call apart, at the same
 shapes (bf16, M * N = 2^28, labels int64), each timed as compare_norms does (CUDA events around
 every call, median of --iters after --warmup):

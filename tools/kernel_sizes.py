@@ -7,7 +7,7 @@ archive) side by side, and the change.
 
 Why: a change to the row kernel's loop can grow the code of kernels that do not use it, and
 some kernels measured slower with more code (the cross-entropy forward: row_kernel.cuh, "Paced
-order"; docs/performance.md, "Stage counts and release placement"). This shows it before any
+order"; docs/performance_log.md, "Stage counts and release placement"). This shows it before any
 GPU time is spent.
 
 Usage, from the repository root (a unit takes ~1-3 minutes on 2 cores; both trees compile side

@@ -6,7 +6,7 @@
 // the copy ceiling), it launches one kernel on one buffer, so that
 //   ncu --clock-control none -k regex:row_kernel -c 1 --launch-skip 3 profile_softmax 16383
 // profiles exactly one launch, and two builds (e.g. main and a branch, copied to the GPU
-// machine) can run side by side in one call: docs/performance.md, "Shifted kernels: where the
+// machine) can run side by side in one call: docs/performance_log.md, "Shifted kernels: where the
 // instructions go". Odd N (not a multiple of 8) take the shifted stream.
 //
 //   profile_softmax 1023 4095 16383 16384 50257 262143

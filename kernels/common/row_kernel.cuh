@@ -39,7 +39,7 @@
 // instead (the 16-bit tables below) halves its cluster and may gain SMs as well. (A row's CTAs
 // as any CTAs of a cooperative launch, exchanging through L2 instead, ran the LayerNorm forward
 // at 0.86-0.98x of its clusters at 64K-256K, and 0.87-0.91x even with no wait at all:
-// docs/performance.md, "Spread rows". Such groups only on the SMs the clusters leave, beside
+// docs/performance_log.md, "Spread rows". Such groups only on the SMs the clusters leave, beside
 // the clusters, gained at 256K alone and only below a sharp limit: "Hybrid rows".) Rows <= 256
 // columns use 8 columns per thread and 4 rows per warp, so that a stage still holds 64 rows.
 // Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps in shared memory),
@@ -124,7 +124,7 @@
 // the two units it straddles (tilekit/ops/row_io.cuh), so an op's code is the same for both.
 // Shifted launches keep the static (or paced) order: a claimed variant would be one more kernel
 // per class. (Until 2026-12-04 such matrices took a direct path: one CTA per item copying its
-// rows with ordinary loads, no prefetch, 0.11-0.40x of copy: docs/performance.md, "Unaligned
+// rows with ordinary loads, no prefetch, 0.11-0.40x of copy: docs/performance_log.md, "Unaligned
 // rows".)
 //
 // A row op is a struct with (see the kernels' .cu files for real ones; row_op_defaults below
@@ -190,7 +190,7 @@
 // never wait for other CTAs, and every SM streams rows of its own (clusters must be
 // co-resident: only 7 clusters of 16 fit on 132 SMs). Measured on the H200 (CE forward, bf16,
 // 2026-11-30, same-run A/Bs): clusters -> streamed rows 0.78 -> 0.92 at 64K, 0.70 -> 0.96 at
-// 256K (docs/performance.md, "Streamed rows"). Segmented classes are
+// 256K (docs/performance_log.md, "Streamed rows"). Segmented classes are
 // deferred, of one row per group, never clustered, and keep the static item order (claimed:
 // 0.885 -> 0.835 at 32K; and visiting each row's segments in a rotated order, so that the
 // workers read different segments at once, measured 7-8% slower at 32K-128K).
@@ -1082,7 +1082,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   // the loop below is told at compile time, so the warps leave at the one early site and the
   // end-of-stage site is compiled out (5-12 KB less code per kernel). LayerNorm forward 16K /
   // 64K / 128K / 256K +1.3-2.4 / +0.5 / +1.4-1.5 / +3.0-3.4% (bf16, H200, 2026-12-04, same-run
-  // A/B, x copy). Not kept (docs/performance.md, "One release site"): the one site for every
+  // A/B, x copy). Not kept (docs/performance_log.md, "One release site"): the one site for every
   // item, each step (partial, release, post) its own `if` on the row's presence, lost 3-4% at
   // 16K-128K despite its smaller code; the cross-entropy forward with that loop still lost
   // 3-7% (release before the post) and 16-18% (after it) in its streamed rows.
@@ -1113,7 +1113,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
         // test for every kernel (bf16, H200, 2026-12-04, same-run A/B): CE forward + dlogits
         // 64K-256K +1.4-1.8%, LayerNorm backward 64K-256K +0.4-1.1% but 32K -0.4-0.9%, RMSNorm
         // forward 64K -0.6-0.7%, every other cell within 0.5% in both rounds or within 0.3% in
-        // one (docs/performance.md, "The row test").
+        // one (docs/performance_log.md, "The row test").
         if (S::rows_per_item == 1 || row < rows) {
           typename S::stage_row in[K];
 #pragma unroll

@@ -208,7 +208,7 @@ TILEKIT_DEVICE TILEKIT_INLINE float dlogit_from_logit(float x, const row_probabi
 //     after it (CUDA: "memory ordering among threads participating in the barrier").
 // Every lane of the warp calls patch_label_dlogit (rows are warp-uniform). Putting the value into
 // the owner's register before the row's one store instead (a select unrolled over the registers)
-// was up to 17% slower at the odd widths (docs/performance.md, "The label's dlogit").
+// was up to 17% slower at the odd widths (docs/performance_log.md, "The label's dlogit").
 TILEKIT_DEVICE TILEKIT_INLINE float label_dlogit(float e, float probability_scale, float uniform_target, float g,
                                                  float smoothing) {
   return fmaf(e, probability_scale, -(uniform_target + g * (1.f - smoothing)));
@@ -307,8 +307,9 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
 // (streamed_partial) 0.877 -> 0.883 / 0.906 -> 0.919 / 0.933 -> 0.939 / 0.948 -> 0.957 (same
 // run, 23:02 UTC). At 16K the 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments
 // 0.85). Smaller groups with more segments lost (2026-12-04, same-run A/B, 32K / 64K: 4 warps
-// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance.md). fp32 takes
-// the same bytes per segment (not benchmarked: the benchmark is bf16).
+// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance_log.md,
+// "Published lookups and the CE forward at 32K"). fp32 takes the same bytes per segment (not
+// benchmarked: the benchmark is bf16).
 //
 //   class | max cols | 16-bit: threads x segments | fp32: threads x segments
 //   ------+----------+----------------------------+-------------------------
@@ -348,7 +349,7 @@ struct ce_forward_op : row_op_defaults {
   // (packed clusters of 4-8 CTAs: 128K 0.767 -> 0.595, 256K 0.757 -> 0.598x copy; H200,
   // 2026-12-01), and deferred without spills (the pairs taken from the stage by keep(), the
   // statistics read from it in blocks) the packed clusters still lost: 64K / 128K / 256K
-  // 0.919 / 0.899 / 0.887x of the undeferred kernel (H200, 2026-12-03; docs/performance.md,
+  // 0.919 / 0.899 / 0.887x of the undeferred kernel (H200, 2026-12-03; docs/performance_log.md,
   // "CE forward + dlogits, 2026-12-03").
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return !WriteGradient; }
   // Item order (row_kernel.cuh, "Item order"): claimed, these kernels measured 2-16% slower, so

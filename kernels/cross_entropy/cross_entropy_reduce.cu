@@ -3,7 +3,7 @@
 //
 // Why a kernel of its own: through PyTorch, `loss.sum() / (labels != ignore_index).sum()` and
 // the cast to the input's dtype are six small launches, 17-28 us per call on an H200, i.e. 12-20%
-// of a 2^28-element bf16 cross-entropy forward (docs/performance.md, "CE forward through
+// of a 2^28-element bf16 cross-entropy forward (docs/performance_log.md, "CE forward through
 // PyTorch"). This is one launch, and its gradient scale stays on the device.
 //
 // Shape: one cluster of `ctas` CTAs (1..16, from `rows` alone: 4096 rows per CTA), each CTA a

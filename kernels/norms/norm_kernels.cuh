@@ -532,7 +532,7 @@ struct norm_forward_op : row_op_defaults {
   // -> 0.747-0.748, but 64K (4) 0.828-0.831 -> 0.800 and 128K (8) 0.822-0.823 -> 0.791: those
   // keep the one-level post. (The smaller scratch also fits a third 32 KiB stage at 32K-128K;
   // neither it alone nor CTA partials first alone measured the 32K gain: the two variants are
-  // in docs/performance.md, "LayerNorm forward, 2026-12-02".)
+  // in docs/performance_log.md, "LayerNorm forward, 2026-12-02".)
   TILEKIT_HOST_DEVICE static constexpr bool combines_ctas_first(row_config c) {
     return is_layer && (c.cluster_ctas == 2 || c.cluster_ctas == 16);
   }
@@ -941,8 +941,8 @@ struct norm_backward_op : row_op_defaults {
   // one-warp rows (measured at 1K; the 256-column class follows them unmeasured) and the 64K class
   // (clusters of 4). The other classes keep the stores per piece: a third A/B (H100, 2026-12-05, 2
   // rounds) of pairs in the 2K, 8K, 32K and 128K classes read 2047 / 8191 / 32767 / 131071 columns
-  // -1.9% / 0 / +0.5% / -0.9% (docs/performance.md, "Norms backward row(): one vote per row and dx
-  // as pairs").
+  // -1.9% / 0 / +0.5% / -0.9% (docs/performance_log.md, "Norms backward row(): one vote per row
+  // and dx as pairs").
   template <class S>
   static constexpr bool stores_dx_as_pairs =
       S::shifted && is_16bit_float<T> && (S::warp_per_row || S::cluster_ctas == 4);

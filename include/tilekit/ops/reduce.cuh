@@ -158,7 +158,8 @@ struct max_sum_op {
     if (m == -infinity) return identity();
     const float d = a.max - b.max;
     // The two sums selected for one FMA (not rescaled_sum's two FMAs and a select): measured
-    // faster in the cross-entropy forward, which sits at the register cap (docs/performance.md).
+    // faster in the cross-entropy forward, which sits at the register cap
+    // (docs/performance_log.md, "The 2026-12-01 01:27 table").
     const bool a_top = d >= 0.0f;
     const float top_sum = a_top ? a.sum : b.sum, low_sum = a_top ? b.sum : a.sum;
     return {m, fmaf(low_sum, exp2_fast(-fabsf(d) * log2e), top_sum)};
