@@ -1,5 +1,6 @@
 #pragma once
-// Argument checks shared by the softmax and cross-entropy host APIs (internal header).
+// Argument checks shared by the softmax and cross-entropy host APIs, and the row bound of
+// every row kernel (internal header).
 // Every check throws tilekit::invalid_argument whose message starts with the name of the
 // offending field, so a caller (and the CPU tests) can tell which argument was wrong.
 
@@ -12,11 +13,12 @@
 
 namespace tilekit::kernels::detail {
 
-// The row kernels launch (clusters of) CTAs along grid x; at most 16 CTAs per row (the
-// widest cluster) and 2^31 - 1 CTAs in x bound the number of rows.
-inline constexpr int64_t max_grid_x = (int64_t(1) << 31) - 1;
-inline constexpr int64_t max_ctas_per_row = 16;
-inline constexpr int64_t max_rows = max_grid_x / max_ctas_per_row;
+// The most rows a launch takes: 2^27 - 1. An API bound, not a grid limit: the row kernels are
+// persistent (at most 132 workers, common/row_kernel.cuh), but they count items, claims and
+// posted rounds in 32 bits, and this bound (from when the grid had a CTA per row and CTA of
+// a cluster: (2^31 - 1) / 16) keeps every such count far below 2^31. Larger launches would need
+// a GPU test of those counts first. The norms take it too (norms/norm_kernels.cuh, check_shape).
+inline constexpr int64_t max_rows = ((int64_t(1) << 31) - 1) / 16;
 
 inline bool is_supported_float_type(dtype type) {
   return type == dtype::bf16 || type == dtype::fp16 || type == dtype::fp32;
@@ -27,8 +29,8 @@ inline void check_type(dtype type, const char* name) {
                     dtype_name(type));
 }
 
-// Non-null and aligned to `alignment` bytes (the element size: vector loads fall back to
-// scalar ones for rows that are not 16-byte aligned, but a misaligned element is a bug).
+// Non-null and aligned to `alignment` bytes (the element size: rows that are not 16-byte
+// aligned take the shifted stream, but a misaligned element is a bug).
 inline void check_pointer(const void* pointer, const char* name, int alignment) {
   TILEKIT_CHECK_ARG(pointer != nullptr, name, ": must not be null");
   TILEKIT_CHECK_ARG(reinterpret_cast<uintptr_t>(pointer) % uintptr_t(alignment) == 0, name, ": must be aligned to ",
@@ -37,7 +39,7 @@ inline void check_pointer(const void* pointer, const char* name, int alignment) 
 
 inline void check_rows(int64_t rows) {
   TILEKIT_CHECK_ARG(rows >= 1, "rows: must be >= 1, got ", rows);
-  TILEKIT_CHECK_ARG(rows <= max_rows, "rows: must be <= ", max_rows, " (grid limit), got ", rows);
+  TILEKIT_CHECK_ARG(rows <= max_rows, "rows: must be <= ", max_rows, ", got ", rows);
 }
 
 inline void check_cols(int64_t cols, int64_t max_cols, const char* name) {

@@ -34,9 +34,11 @@
 // columns, dlogits (and the statistics of a forward that writes them) take their exponents as
 // x log2 e - lse log2 e, one FFMA: p to ~2e-5 relative at lse ~ 500, far below a 16-bit dlogit's
 // rounding, and valid while |lse| < 2.3e38 (bf16 logits below 70% of the largest float).
-// loss, lse, grad_per_row: fp32 [rows],
-// contiguous. Any vocab from 1 to cross_entropy_max_vocab. dlogits may alias logits (same
-// stride): each element is read before it is written by the same thread.
+// loss, lse: fp32 [rows], contiguous; grad_per_row: fp32, row r's at r * grad_per_row_stride (0:
+// one value for every row). Any vocab from 1 to cross_entropy_max_vocab, rows from 1 to 2^27 - 1.
+// dlogits may alias logits exactly (same pointer, same stride): each row is read into shared
+// memory before any of it is written. Only that exact case is checked; a partial overlap is not
+// detected.
 //
 // The functions validate every argument first (tilekit::invalid_argument naming the field),
 // then enqueue one kernel on `stream`; no synchronization, no allocation (graph-capture safe).
@@ -104,7 +106,8 @@ struct cross_entropy_backward_args {
 // grad_per_row_stride 0 to the backward (times the upstream gradient of `out`), or, for a mean,
 // to a fused forward run AFTER a count-only call (loss = nullptr: only row_gradient).
 // The sum is accumulated in fp64 in a fixed order that depends on `rows` alone (every run gives
-// the same bits), then rounded once to out_type. Ignored rows' losses are 0 (the forward's
+// the same bits), then rounded to fp32 and from there to out_type (for a 16-bit out_type, two
+// roundings). Ignored rows' losses are 0 (the forward's
 // contract) and are summed like any other.
 enum class cross_entropy_reduction { sum, mean };
 
@@ -115,6 +118,7 @@ struct cross_entropy_reduce_args {
   int64_t ignore_index = cross_entropy_default_ignore_index;
   cross_entropy_reduction reduction = cross_entropy_reduction::mean;
   void* out = nullptr;              // scalar of out_type (bf16, fp16, fp32); required iff loss is given
+                                    // (with rows 0 it may come alone: sum 0, mean NaN)
   dtype out_type = dtype::fp32;
   float* row_gradient = nullptr;    // optional fp32 scalar: d out / d loss[r] (see above)
 };

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/arg_checks.h"
 #include "common/row_kernel.cuh"
 #include "norms/norms.h"
 #include "tilekit/core/dtypes.cuh"
@@ -81,9 +82,8 @@ inline bool is_input_dtype(dtype t) { return t == dtype::bf16 || t == dtype::fp1
 inline void check_shape(int64_t rows, int64_t cols) {
   TILEKIT_CHECK_ARG(rows >= 1, "rows must be >= 1, got ", rows);
   TILEKIT_CHECK_ARG(cols >= 1 && cols <= max_norm_cols, "cols must be in [1, ", max_norm_cols, "], got ", cols);
-  // Grids have up to rows * CTAs-per-row CTAs (at most 2^31 - 1 along x).
-  TILEKIT_CHECK_ARG(rows <= int64_t(INT32_MAX) / max_cluster_ctas, "rows must be <= ",
-                    int64_t(INT32_MAX) / max_cluster_ctas, ", got ", rows);
+  // The softmax's and cross-entropy's bound (an API bound: common/arg_checks.h).
+  TILEKIT_CHECK_ARG(rows <= max_rows, "rows must be <= ", max_rows, ", got ", rows);
 }
 inline void check_dtypes(dtype x_dtype, dtype weight_dtype) {
   TILEKIT_CHECK_ARG(is_input_dtype(x_dtype), "x_dtype must be bf16, fp16 or fp32, got ", dtype_name(x_dtype));
@@ -91,8 +91,9 @@ inline void check_dtypes(dtype x_dtype, dtype weight_dtype) {
                     "weight_dtype must be x_dtype (", dtype_name(x_dtype), ") or fp32, got ",
                     dtype_name(weight_dtype));
 }
-// A [rows, cols] matrix: stride >= cols, pointer aligned to its element (the vector path of
-// row_io checks 16-byte alignment per row itself and falls back to element accesses).
+// A [rows, cols] matrix: stride >= cols, pointer aligned to its element (matrices whose rows
+// are not all 16-byte aligned take the shifted stream: common/row_kernel.cuh, "Unaligned
+// matrices").
 inline void check_matrix(const void* p, int64_t stride, int64_t cols, dtype t, const char* name, bool required) {
   if (!required && p == nullptr) return;
   TILEKIT_CHECK_ARG(p != nullptr, name, " must not be null");

@@ -5,16 +5,23 @@
 //   LayerNorm: y = (x - mean) * rstd * w + b  rstd = 1 / sqrt(mean((x - mean)^2) + eps)
 //
 // Every tensor is row-major with a row stride in ELEMENTS (the last dimension is contiguous);
-// strides may exceed cols (views into wider buffers). x, residual, y, h, dy, dx, dh all have
-// dtype `x_dtype` (bf16, fp16 or fp32); the weight / bias (and their gradients) have
-// `weight_dtype`, which is x_dtype or fp32. Statistics (rstd, mean) are fp32 [rows] vectors.
-// Arithmetic is fp32. Any cols from 1 to max_norm_cols, any rows >= 1.
+// strides may exceed cols (views into wider buffers). x, residual, residual_out (h), y, dy, dx
+// and dresidual_out all have dtype `x_dtype` (bf16, fp16 or fp32); the weight / bias (and their
+// gradients) have `weight_dtype`, which is x_dtype or fp32. Statistics (rstd, mean) are fp32
+// [rows] vectors. Arithmetic is fp32. Any cols from 1 to max_norm_cols, rows from 1 to 2^27 - 1.
+// Outputs must not overlap inputs (not checked). Rows that are not 16-byte aligned (base,
+// stride or width) are streamed shifted and realigned in registers (correct, slower).
 //
-// LayerNorm statistics are two-pass (the mean, then the mean of squared deviations from it), never
-// E[x^2] - E[x]^2. A row wider than one CTA handles (more than 16K columns at 32 per thread) is
-// split over a cluster: each CTA makes both passes over its slice, and the slices' moments are
-// combined exactly around one slice's mean, with the correction term of the corrected two-pass
-// algorithm (norm_kernels.cuh, layer_fold), in one exchange between the CTAs.
+// LayerNorm statistics are two-pass (a mean, then the sum of squared deviations from it), never
+// E[x^2] - E[x]^2, and the partial moments of a row's pieces are combined exactly around one
+// piece's mean, with the correction term of the corrected two-pass algorithm. 16-bit rows of 4
+// warps or more (4K columns and up): each thread makes both passes over its own columns, one
+// butterfly combines a warp's threads, and the warps' (m, M2, n) are folded (norm_kernels.cuh,
+// warp_statistics, fold_moments; over clusters of 2 and 16 CTAs each CTA's warps first,
+// combine_moments). fp32 rows and narrower 16-bit rows: both passes over the row, reduced over
+// its threads; a row wider than one CTA (more than 16K columns at 32 per thread) is split over a
+// cluster, and the CTAs' moments are folded in one exchange (layer_fold). The backward without
+// saved statistics recomputes them with two reductions: the row's mean, then its deviations.
 //
 // Fused residual add (forward): when `residual` is given, h = x + residual is rounded to
 // x_dtype, written to `residual_out`, and h (the rounded value, exactly what a separate add
@@ -23,11 +30,12 @@
 // the residual gradient too. When h also feeds the next layer (a transformer's residual
 // stream), pass the gradient arriving there as `dresidual_out`: it is added into dx.
 //
-// Backward: dw (and db) are reduced over rows DETERMINISTICALLY: each worker (a CTA, or a
-// cluster for wide rows) sums its rows into fp32 partials in `workspace`, then a second small
-// kernel adds the partials in a fixed order. The number of workers depends on (rows, cols) and
-// on how many workers fit on the device at once (at most 132 CTAs), never on scheduling: the bits
-// of dw are the same in every run on a given GPU model. Query the workspace size with
+// Backward: dw (and db) are reduced over rows DETERMINISTICALLY: each row group of each worker
+// (a CTA, or a cluster for wide rows; several row groups per CTA for narrow rows) sums its rows
+// into an fp32 partial row in `workspace`, then a second small kernel adds the partials in a
+// fixed order. The number of workers depends on (rows, cols) and on how many workers fit on the
+// device at once (at most 132 CTAs), never on scheduling: the bits of dw are the same in every
+// run on a given GPU model. Query the workspace size with
 // *_backward_workspace_bytes(rows, cols) (a function of the shape only, no device needed) and
 // pass a device buffer at least that large.
 //

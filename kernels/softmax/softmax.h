@@ -6,14 +6,16 @@
 //
 // Tensors are [rows, cols] with the last dimension contiguous and a row stride in elements
 // (>= cols), all of one element type (bf16, fp16 or fp32); arithmetic is fp32. Any cols from 1
-// to max_cols and any number of rows. Rows whose start is not 16-byte aligned take a scalar
-// path (correct, slower); pointers must be aligned to the element size.
+// to softmax_max_cols, rows from 1 to 2^27 - 1. Matrices whose rows are not all 16-byte aligned
+// (base, stride or width) are streamed shifted and realigned in registers (correct, slower:
+// docs/performance.md, "Unaligned rows"); pointers must be aligned to the element size.
 //
 // The functions validate every argument first (tilekit::invalid_argument naming the field),
 // then enqueue one kernel on `stream`. They never synchronize and never allocate, so they
-// can be captured in a CUDA graph. Outputs may not alias inputs unless the row strides are
-// equal (in-place: y == x, dx == dy are allowed; the row is read completely before it is
-// written).
+// can be captured in a CUDA graph. Outputs must not overlap inputs, except exactly in place
+// with equal row strides (y == x; dx == dy or dx == y): a row is read completely into shared
+// memory before any of it is written. Only that exact case is checked; a partial overlap is not
+// detected.
 
 #include <cuda_runtime_api.h>
 

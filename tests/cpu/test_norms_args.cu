@@ -53,6 +53,7 @@ TEST(NormsArgs, RmsForwardRejectsEachInvalidArgument) {
   expect_invalid(run([](A& a) { a.y = nullptr; }), "y must not be null");
   expect_invalid(run([](A& a) { a.weight = nullptr; }), "weight must not be null");
   expect_invalid(run([](A& a) { a.rows = 0; }), "rows");
+  expect_invalid(run([](A& a) { a.rows = int64_t(1) << 27; }), "rows must be <= 134217727");  // max_rows + 1
   expect_invalid(run([](A& a) { a.cols = 0; }), "cols");
   expect_invalid(run([](A& a) { a.cols = tk::max_norm_cols + 1; }), "cols");
   expect_invalid(run([](A& a) { a.x_row_stride = 999; }), "x row stride");
@@ -88,6 +89,7 @@ TEST(NormsArgs, LayerBackwardRejectsEachInvalidArgument) {
   expect_invalid(run([](A& a) { a.dbias = fake(1); }), "dbias must be aligned");
   expect_invalid(run([](A& a) { a.weight_dtype = dtype::fp16; }), "weight_dtype");
   expect_invalid(run([](A& a) { a.eps = 0.0f; }), "eps");  // recomputed statistics need eps
+  expect_invalid(run([](A& a) { a.rows = int64_t(1) << 27; }), "rows must be <= 134217727");
 }
 
 TEST(NormsArgs, RmsBackwardNeedsNoWorkspaceWithoutWeightGradient) {
@@ -107,6 +109,10 @@ TEST(NormsArgs, WorkspaceBytes) {
   EXPECT_EQ(tk::rms_norm_backward_workspace_bytes(1 << 20, 4096), size_t(132) * 4 * 4096 * sizeof(float));
   EXPECT_EQ(tk::rms_norm_backward_workspace_bytes(1 << 20, 262144), size_t(132 / 16) * 262144 * sizeof(float));
   EXPECT_THROW(tk::rms_norm_backward_workspace_bytes(0, 100), tilekit::invalid_argument);
+  // The row bound, 2^27 - 1 (common/arg_checks.h, max_rows): the size of its last valid count.
+  EXPECT_EQ(tk::layer_norm_backward_workspace_bytes((int64_t(1) << 27) - 1, 100),
+            2 * size_t(132) * 16 * 100 * sizeof(float));
+  EXPECT_THROW(tk::layer_norm_backward_workspace_bytes(int64_t(1) << 27, 100), tilekit::invalid_argument);
   EXPECT_THROW(tk::layer_norm_backward_workspace_bytes(4, 0), tilekit::invalid_argument);
 }
 

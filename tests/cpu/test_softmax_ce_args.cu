@@ -123,6 +123,9 @@ TEST(SoftmaxArgs, ForwardRejectsEachInvalidField) {
   a.rows = -3;
   expect_invalid(run(a), "rows:");
   a = good_softmax_forward();
+  a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
+  expect_invalid(run(a), "rows:");
+  a = good_softmax_forward();
   a.cols = 0;
   expect_invalid(run(a), "cols:");
   a = good_softmax_forward();
@@ -159,6 +162,9 @@ TEST(SoftmaxArgs, BackwardRejectsEachInvalidField) {
   expect_invalid(run(a), "y:");
   a = good_softmax_backward();
   a.rows = 0;
+  expect_invalid(run(a), "rows:");
+  a = good_softmax_backward();
+  a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
   expect_invalid(run(a), "rows:");
   a = good_softmax_backward();
   a.cols = -1;
@@ -218,6 +224,9 @@ TEST(CrossEntropyArgs, ForwardRejectsEachInvalidField) {
   expect_invalid(run(a), "lse:");
   a = good_ce_forward();
   a.rows = 0;
+  expect_invalid(run(a), "rows:");
+  a = good_ce_forward();
+  a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
   expect_invalid(run(a), "rows:");
   a = good_ce_forward();
   a.vocab = 0;
@@ -313,6 +322,9 @@ TEST(CrossEntropyArgs, BackwardRejectsEachInvalidField) {
   a.rows = -1;
   expect_invalid(run(a), "rows:");
   a = good_ce_backward();
+  a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
+  expect_invalid(run(a), "rows:");
+  a = good_ce_backward();
   a.vocab = 0;
   expect_invalid(run(a), "vocab:");
   a = good_ce_backward();
@@ -368,6 +380,9 @@ TEST(CrossEntropyArgs, ReduceRejectsEachInvalidField) {
   expect_invalid(run(a), "reduction:");
   a = good_ce_reduce();
   a.rows = -1;
+  expect_invalid(run(a), "rows:");
+  a = good_ce_reduce();
+  a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
   expect_invalid(run(a), "rows:");
   a = good_ce_reduce();
   a.out = nullptr;

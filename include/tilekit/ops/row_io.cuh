@@ -2,8 +2,9 @@
 // Row chunk <-> registers: the global-memory side of the memory-bound kernels.
 //
 // A group of `Threads` threads (a warp, a CTA, or one CTA's share of a cluster) holds a chunk of
-// one row in registers, as floats, between a reduction and the output pass. row_layout fixes
-// which columns each thread owns: the chunk is cut into groups of GroupElements consecutive
+// one row in registers, as floats (or, for 16-bit rows, as packed pairs: load_row_pairs_aligned,
+// store_row_pairs, store_row_from_pairs), between a reduction and the output pass. row_layout
+// fixes which columns each thread owns: the chunk is cut into groups of GroupElements consecutive
 // columns (one 16-byte vector of the narrowest dtype involved, e.g. 8 for bf16), dealt out
 // round-robin so that each warp-wide access is contiguous (coalesced):
 //

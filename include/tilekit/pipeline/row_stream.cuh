@@ -5,9 +5,10 @@
 // Why. A memory-bound kernel reaches HBM bandwidth only with enough bytes in flight per SM
 // (Little's law: ~4.8 TB/s x ~1 us / 132 SMs = tens of KiB). Loading rows into registers ties
 // that amount to the register file and to the phase each CTA is in (load, reduce, store); a
-// stream instead keeps `Stages - 1` work items of bulk copies (cp.async.bulk, one instruction
-// per row) in flight while the CTA computes on the current one, so the load of the next rows
-// overlaps the reductions and stores of this one, whatever the computation's register use.
+// stream instead keeps `Stages - 1` work items of bulk copies (cp.async.bulk: one per input and
+// item for whole rows of a dense matrix, else one per row) in flight while the CTA computes on
+// the current one, so the load of the next rows overlaps the reductions and stores of this one,
+// whatever the computation's register use.
 //
 // Shape. A work item is `Rows` consecutive rows; each stage holds, for each of `Inputs`
 // matrices of element type T, those rows' `Cols`-column chunk starting at column col0 (a
@@ -23,8 +24,9 @@
 //
 //   init(consumers): thread 0; then init_barriers_fence() + __syncthreads()/cluster::sync()
 //   issue(s, item, ...): thread 0 arms full[s] with the item's byte count and issues one bulk
-//                copy per (input, row) that exists (rows past the matrix end and empty column
-//                chunks are not copied: their bytes are not expected either)
+//                copy per (input, row) that exists, or per input when the item is whole rows of
+//                a dense matrix (one contiguous block); rows past the matrix end and empty column
+//                chunks are not copied: their bytes are not expected either
 //   wait(ring):  all threads; full[ring.index] for lap ring.phase (stage_ring keeps parities)
 //   ... compute on data(ring.index, ...) ...
 //   release:     once every consumer is done reading the stage, ONE thread re-issues it for

@@ -6,8 +6,8 @@
 // rows (r), cols (c). A rank-2 tensor has batch = depth = 1. Strides are in
 // elements; stride(cols) is always 1. Coordinates are element indices:
 //
-//   gl<bf16> q = make_gl(ptr, {batch, seqlen, heads, head_dim})   // contiguous
-//   warp::load(tile, q, {.b = b, .d = h, .r = row0, .c = 0});
+//   gl<bf16> q = make_gl(ptr, {batch, heads, seqlen, head_dim})   // contiguous [b, h, s, d]
+//   warp::load(tile, q, {.b = b, .d = h, .r = row0, .c = 0});      // rows row0.. of head h
 //
 // Loads and stores take the coordinate of the tile's top-left element and
 // handle tiles that hang over the tensor edge (zero fill / dropped writes).
