@@ -16,7 +16,8 @@ namespace tilekit::kernels::detail {
 // The most rows a launch takes: 2^27 - 1. An API bound, not a grid limit: the row kernels are
 // persistent (at most 132 workers, common/row_kernel.cuh), but they count items, claims and
 // posted rounds in 32 bits, and this bound (from when the grid had a CTA per row and CTA of
-// a cluster: (2^31 - 1) / 16) keeps every such count far below 2^31. Larger launches would need
+// a cluster: (2^31 - 1) / 16) keeps every such count below 2^31 (the paced visits of 16-CTA
+// clusters: up to 2^31 - 16). Larger launches would need
 // a GPU test of those counts first. The norms take it too (norms/norm_kernels.cuh, check_shape).
 inline constexpr int64_t max_rows = ((int64_t(1) << 31) - 1) / 16;
 
@@ -30,7 +31,8 @@ inline void check_type(dtype type, const char* name) {
 }
 
 // Non-null and aligned to `alignment` bytes (the element size: rows that are not 16-byte
-// aligned take the shifted stream, but a misaligned element is a bug).
+// aligned are only slower, streamed shifted or accessed element by element, but a misaligned
+// element is a bug).
 inline void check_pointer(const void* pointer, const char* name, int alignment) {
   TILEKIT_CHECK_ARG(pointer != nullptr, name, ": must not be null");
   TILEKIT_CHECK_ARG(reinterpret_cast<uintptr_t>(pointer) % uintptr_t(alignment) == 0, name, ": must be aligned to ",

@@ -114,7 +114,7 @@ enum class cross_entropy_reduction { sum, mean };
 struct cross_entropy_reduce_args {
   const float* loss = nullptr;      // [rows] fp32 per-row losses, or nullptr: count only (no `out`)
   const int64_t* labels = nullptr;  // [rows]; needed for mean (the count), unused for sum
-  int64_t rows = 0;                 // >= 0 (0 rows: sum 0, mean NaN)
+  int64_t rows = 0;                 // 0 to 2^27 - 1 (0 rows: sum 0, mean NaN)
   int64_t ignore_index = cross_entropy_default_ignore_index;
   cross_entropy_reduction reduction = cross_entropy_reduction::mean;
   void* out = nullptr;              // scalar of out_type (bf16, fp16, fp32); required iff loss is given

@@ -12,7 +12,7 @@
 // the (sum, count) partials with the reduction ladder of tilekit/ops/reduce.cuh (warp butterfly,
 // shared memory, st.async into every peer). Which thread adds which row, and the order of every
 // combine, depend on `rows` only: the result has the same bits in every run. In fp64 the sum's
-// rounding error (at most rows x 2^-53 of the sum of magnitudes, rows <= max_rows = 2^27) stays
+// rounding error (at most rows x 2^-53 of the sum of magnitudes, rows <= max_rows = 2^27 - 1) stays
 // below the fp32 result's own rounding, and the count is exact (32 bits).
 #include <algorithm>
 #include <cmath>

@@ -91,9 +91,9 @@ inline void check_dtypes(dtype x_dtype, dtype weight_dtype) {
                     "weight_dtype must be x_dtype (", dtype_name(x_dtype), ") or fp32, got ",
                     dtype_name(weight_dtype));
 }
-// A [rows, cols] matrix: stride >= cols, pointer aligned to its element (matrices whose rows
-// are not all 16-byte aligned take the shifted stream: common/row_kernel.cuh, "Unaligned
-// matrices").
+// A [rows, cols] matrix: stride >= cols, pointer aligned to its element (rows that are not
+// 16-byte aligned: streamed inputs take the shifted stream, common/row_kernel.cuh, "Unaligned
+// matrices"; other operands and outputs are accessed element by element, or realigned).
 inline void check_matrix(const void* p, int64_t stride, int64_t cols, dtype t, const char* name, bool required) {
   if (!required && p == nullptr) return;
   TILEKIT_CHECK_ARG(p != nullptr, name, " must not be null");

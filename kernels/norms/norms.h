@@ -9,8 +9,10 @@
 // and dresidual_out all have dtype `x_dtype` (bf16, fp16 or fp32); the weight / bias (and their
 // gradients) have `weight_dtype`, which is x_dtype or fp32. Statistics (rstd, mean) are fp32
 // [rows] vectors. Arithmetic is fp32. Any cols from 1 to max_norm_cols, rows from 1 to 2^27 - 1.
-// Outputs must not overlap inputs (not checked). Rows that are not 16-byte aligned (base,
-// stride or width) are streamed shifted and realigned in registers (correct, slower).
+// Outputs must not overlap inputs (not checked). Rows that are not 16-byte aligned are correct,
+// only slower: unaligned streamed inputs (x, dy and the 16-bit residual) are streamed shifted
+// and realigned in registers, other unaligned operands and outputs are accessed element by
+// element (outputs realigned on shifted launches).
 //
 // LayerNorm statistics are two-pass (a mean, then the sum of squared deviations from it), never
 // E[x^2] - E[x]^2, and the partial moments of a row's pieces are combined exactly around one

@@ -6,9 +6,10 @@
 //
 // Tensors are [rows, cols] with the last dimension contiguous and a row stride in elements
 // (>= cols), all of one element type (bf16, fp16 or fp32); arithmetic is fp32. Any cols from 1
-// to softmax_max_cols, rows from 1 to 2^27 - 1. Matrices whose rows are not all 16-byte aligned
-// (base, stride or width) are streamed shifted and realigned in registers (correct, slower:
-// docs/performance.md, "Unaligned rows"); pointers must be aligned to the element size.
+// to softmax_max_cols, rows from 1 to 2^27 - 1. Rows that are not 16-byte aligned are correct,
+// only slower: unaligned inputs are streamed shifted and realigned in registers, an unaligned
+// output is stored element by element (realigned on shifted launches; docs/performance.md,
+// "Unaligned rows"). Pointers must be aligned to the element size.
 //
 // The functions validate every argument first (tilekit::invalid_argument naming the field),
 // then enqueue one kernel on `stream`. They never synchronize and never allocate, so they

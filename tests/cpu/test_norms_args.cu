@@ -100,6 +100,21 @@ TEST(NormsArgs, RmsBackwardNeedsNoWorkspaceWithoutWeightGradient) {
   expect_invalid([&] { tk::rms_norm_backward(a, nullptr); }, "workspace must not be null");
 }
 
+// The row bound, 2^27 - 1 (common/arg_checks.h, max_rows), in the two entry points the tests
+// above do not reach with it (they share check_shape with the others).
+TEST(NormsArgs, EveryEntryPointTakesTheRowBound) {
+  tk::layer_norm_forward_args f;
+  f.y = fake(), f.y_row_stride = 100, f.x = fake(), f.x_row_stride = 100, f.weight = fake(), f.cols = 100;
+  f.rows = int64_t(1) << 27;
+  expect_invalid([&] { tk::layer_norm_forward(f, nullptr); }, "rows must be <= 134217727");
+  tk::rms_norm_backward_args b;
+  b.dx = fake(), b.dx_row_stride = 100, b.dy = fake(), b.dy_row_stride = 100, b.x = fake(), b.x_row_stride = 100;
+  b.weight = fake(), b.cols = 100;
+  b.rows = int64_t(1) << 27;
+  expect_invalid([&] { tk::rms_norm_backward(b, nullptr); }, "rows must be <= 134217727");
+  EXPECT_THROW(tk::rms_norm_backward_workspace_bytes(int64_t(1) << 27, 100), tilekit::invalid_argument);
+}
+
 TEST(NormsArgs, WorkspaceBytes) {
   // One fp32 [partials, cols] array per gradient, partials = workers x row groups per CTA
   // (kernels/common/row_kernel.cuh): workers never exceed the row items nor 132 (CTAs) / the

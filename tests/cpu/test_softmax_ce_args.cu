@@ -103,6 +103,12 @@ TEST(SoftmaxArgs, ValidArgumentsPass) {
   widest.rows = 1;
   widest.cols = widest.x_row_stride = widest.y_row_stride = softmax_max_cols;
   EXPECT_NO_THROW(validate(widest));
+  auto most_rows = good_softmax_forward();  // the row bound, 2^27 - 1 (never launched here)
+  most_rows.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(most_rows));
+  auto most_rows_backward = good_softmax_backward();
+  most_rows_backward.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(most_rows_backward));
 }
 
 TEST(SoftmaxArgs, ForwardRejectsEachInvalidField) {
@@ -124,7 +130,7 @@ TEST(SoftmaxArgs, ForwardRejectsEachInvalidField) {
   expect_invalid(run(a), "rows:");
   a = good_softmax_forward();
   a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
-  expect_invalid(run(a), "rows:");
+  expect_invalid(run(a), "rows: must be <= 134217727");
   a = good_softmax_forward();
   a.cols = 0;
   expect_invalid(run(a), "cols:");
@@ -165,7 +171,7 @@ TEST(SoftmaxArgs, BackwardRejectsEachInvalidField) {
   expect_invalid(run(a), "rows:");
   a = good_softmax_backward();
   a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
-  expect_invalid(run(a), "rows:");
+  expect_invalid(run(a), "rows: must be <= 134217727");
   a = good_softmax_backward();
   a.cols = -1;
   expect_invalid(run(a), "cols:");
@@ -190,6 +196,12 @@ TEST(SoftmaxArgs, BackwardRejectsEachInvalidField) {
 TEST(CrossEntropyArgs, ValidArgumentsPass) {
   EXPECT_NO_THROW(validate(good_ce_forward()));
   EXPECT_NO_THROW(validate(good_ce_backward()));
+  auto most_rows = good_ce_forward();  // the row bound, 2^27 - 1 (never launched here)
+  most_rows.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(most_rows));
+  auto most_rows_backward = good_ce_backward();
+  most_rows_backward.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(most_rows_backward));
   auto no_lse = good_ce_forward();
   no_lse.lse = nullptr;  // lse is optional in the forward
   EXPECT_NO_THROW(validate(no_lse));
@@ -227,7 +239,7 @@ TEST(CrossEntropyArgs, ForwardRejectsEachInvalidField) {
   expect_invalid(run(a), "rows:");
   a = good_ce_forward();
   a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
-  expect_invalid(run(a), "rows:");
+  expect_invalid(run(a), "rows: must be <= 134217727");
   a = good_ce_forward();
   a.vocab = 0;
   expect_invalid(run(a), "vocab:");
@@ -323,7 +335,7 @@ TEST(CrossEntropyArgs, BackwardRejectsEachInvalidField) {
   expect_invalid(run(a), "rows:");
   a = good_ce_backward();
   a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
-  expect_invalid(run(a), "rows:");
+  expect_invalid(run(a), "rows: must be <= 134217727");
   a = good_ce_backward();
   a.vocab = 0;
   expect_invalid(run(a), "vocab:");
@@ -358,6 +370,9 @@ cross_entropy_reduce_args good_ce_reduce() {
 
 TEST(CrossEntropyArgs, ReduceValidArgumentsPass) {
   EXPECT_NO_THROW(validate(good_ce_reduce()));
+  auto most_rows = good_ce_reduce();  // the row bound, 2^27 - 1 (never launched here)
+  most_rows.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(most_rows));
   auto count_only = good_ce_reduce();  // the gradient scale of a mean, before the forward
   count_only.loss = nullptr;
   count_only.out = nullptr;
@@ -383,7 +398,7 @@ TEST(CrossEntropyArgs, ReduceRejectsEachInvalidField) {
   expect_invalid(run(a), "rows:");
   a = good_ce_reduce();
   a.rows = int64_t(1) << 27;  // one past the bound (2^27 - 1, common/arg_checks.h max_rows)
-  expect_invalid(run(a), "rows:");
+  expect_invalid(run(a), "rows: must be <= 134217727");
   a = good_ce_reduce();
   a.out = nullptr;
   a.row_gradient = nullptr;

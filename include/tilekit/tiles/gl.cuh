@@ -6,7 +6,7 @@
 // rows (r), cols (c). A rank-2 tensor has batch = depth = 1. Strides are in
 // elements; stride(cols) is always 1. Coordinates are element indices:
 //
-//   gl<bf16> q = make_gl(ptr, {batch, heads, seqlen, head_dim})   // contiguous [b, h, s, d]
+//   gl<bf16> q = make_gl(ptr, {batch, heads, seqlen, head_dim})   // contiguous [b, h, s, head_dim]
 //   warp::load(tile, q, {.b = b, .d = h, .r = row0, .c = 0});      // rows row0.. of head h
 //
 // Loads and stores take the coordinate of the tile's top-left element and
