@@ -9,7 +9,9 @@
 #      fast path is really taken: wgmma, TMA ...), ptxas must report 0 bytes of
 #      spill stores/loads for every function, and no C7508 (setmaxnreg
 #      ignored), C7511 (wgmma serialized), C7517/C7519 (wgmma wait/arrive
-#      injected) info line, which ptxas prints instead of failing.
+#      injected) info line, which ptxas prints instead of failing;
+#   4. the CPU model of the GPU tests' backward and softmax checks (tools/test_strength.cpp):
+#      with the tests' inputs, a correct kernel passes and each modelled bug fails.
 #
 # Usage:
 #   tools/ci_checks.sh                         all checks
@@ -123,7 +125,16 @@ if [ "${1:-}" = "--ptx" ]; then
   exit 0
 fi
 
+check_test_strength() {
+  local cxx=${CXX:-c++}
+  "$cxx" -O2 -std=c++17 -o "$WORK/test_strength" tools/test_strength.cpp || fail "tools/test_strength.cpp does not compile"
+  "$WORK/test_strength" > "$WORK/test_strength.log" ||
+    { cat "$WORK/test_strength.log" >&2; fail "tools/test_strength.cpp: the tests' inputs no longer separate correct from buggy"; }
+  note "test strength: with the GPU tests' inputs a correct kernel passes and every modelled bug fails (tools/test_strength.cpp)"
+}
+
 check_generated_code
 check_pragma_once
+check_test_strength
 for entry in "${PTX_CHECKS[@]}"; do check_ptx_entry "$entry"; done
 note "all static checks passed"

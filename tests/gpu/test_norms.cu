@@ -83,8 +83,9 @@ void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r,
 }
 
 // Rows far from 0 and uneven along the row, for the LayerNorm statistics: row r is
-// offset_r + 4 (c / cols - 1/2) + U(-1, 1), offset_r alternating 1000 and -300 (rounded to T:
-// 16-bit inputs become multiples of 4 / 2 near 1000 / 300, still far from 0 for their spread).
+// offset_r + 4 (c / cols - 1/2) + U(-1, 1), offset_r = 1000, -300, 500 in turn (period 3, so
+// that rows 4 apart, a posted slot's reuse, differ; rounded to T: 16-bit inputs become
+// multiples of 4 / 2 / 2 near 1000 / 300 / 500, still far from 0 for their spread).
 // A single-pass E[x^2] - E[x]^2 would lose ~20 of fp32's 24 bits here; the ramp makes the
 // slices of a row that a cluster splits have different means (their spread is 4/5 of the
 // variance), so a fold of per-slice statistics that dropped or misweighted the between-slice
@@ -97,7 +98,30 @@ std::vector<T> offset_rows(const shape& s, std::mt19937_64& rng) {
   for (int64_t r = 0; r < s.rows; ++r)
     for (int64_t c = 0; c < stride; ++c)
       x[r * stride + c] =
-          convert<T>((r % 2 ? -300.0f : 1000.0f) + 4.0f * (float(c) / float(s.cols) - 0.5f) + noise(rng));
+          convert<T>((r % 3 == 0 ? 1000.0f : r % 3 == 1 ? -300.0f : 500.0f) +
+                     4.0f * (float(c) / float(s.cols) - 0.5f) + noise(rng));
+  return x;
+}
+
+// Rows of their own centre and scale, x = centre_r + scale_r * u with u ~ U(lo, hi) (returned in
+// `u` when given): centre_r = 0.5 ((r mod 7) - 3), scale_r = 0.5 + 0.25 (r mod 5). Periods 7
+// and 5 share no factor with the row kernel's cycles (4 posted rounds, 2 or 4 rows per item), so
+// a row that took another row's statistics or posted partials (a stale or mixed-up slot) is off
+// by O(1), not by the O(1 / sqrt(cols)) by which rows of one distribution differ.
+template <class T>
+std::vector<T> varied_rows(const shape& s, std::mt19937_64& rng, float lo, float hi, std::vector<float>* u = nullptr) {
+  const int64_t stride = s.cols + s.pad;
+  std::vector<T> x(size_t(s.rows * stride));
+  if (u) u->resize(x.size());
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float centre = 0.5f * float(r % 7 - 3), scale = 0.5f + 0.25f * float(r % 5);
+    for (int64_t c = 0; c < stride; ++c) {
+      const float v = dist(rng);
+      x[size_t(r * stride + c)] = convert<T>(centre + scale * v);
+      if (u) (*u)[size_t(r * stride + c)] = v;
+    }
+  }
   return x;
 }
 
@@ -110,8 +134,8 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
   std::mt19937_64 rng(test_seed() + s.rows * 131 + s.cols);
   const int64_t stride = s.cols + s.pad;
   const size_t count = size_t(s.rows * stride);
-  // Offset input rows so the row means are not ~0 (the two-pass variance must matter).
-  const std::vector<T> x_host = far_rows ? offset_rows<T>(s, rng) : random_vector<T>(count, rng, -1.f, 3.f);
+  // Rows whose means are not ~0 (the two-pass variance must matter) and differ from row to row.
+  const std::vector<T> x_host = far_rows ? offset_rows<T>(s, rng) : varied_rows<T>(s, rng, -1.f, 3.f);
   const auto res_host = random_vector<T>(count, rng);
   const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
   const auto b_host = random_vector<W>(s.cols, rng);
@@ -176,7 +200,14 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
 }
 
 // Backward against the analytic fp64 gradients. `saved_stats`: pass the forward's mean/rstd
-// (computed here in fp64, rounded to fp32) or let the kernel recompute them.
+// (computed here in fp64, rounded to fp32) or let the kernel recompute them. x: varied_rows; dy
+// = alpha_r + beta_r (u - 1) + U(-0.25, 0.25), related to x through u, alpha_r = 0.5 ((r mod 3)
+// - 1), beta_r = 0.25 + 0.125 (r mod 5): mean(g) and mean(g * xhat) are O(1), not O(1 /
+// sqrt(cols)), and differ from row to row. With dy independent noise, a dx without its b or a
+// term, with another row's statistics or sums, or with one CTA's partial of 16 missing passed
+// (bf16, 30000 and 262144 columns); now each fails by 5-400x the tolerance while an fp32
+// computation with bf16 dx uses 0.06-0.12 of it (tools/test_strength.cpp, a CPU model of
+// this check).
 template <class T, class W>
 void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
   SCOPED_TRACE(::testing::Message() << (k == kind::rms ? "rms" : "layer") << " backward " << dtype_traits<T>::name
@@ -186,8 +217,16 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
   std::mt19937_64 rng(test_seed() + s.rows * 7919 + s.cols);
   const int64_t stride = s.cols + s.pad;
   const size_t count = size_t(s.rows * stride);
-  const auto x_host = random_vector<T>(count, rng, -1.f, 3.f);
-  const auto dy_host = random_vector<T>(count, rng);
+  std::vector<float> u;
+  const auto x_host = varied_rows<T>(s, rng, -1.f, 3.f, &u);
+  auto dy_host = random_vector<T>(count, rng, -0.25f, 0.25f);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float alpha = 0.5f * float(r % 3 - 1), beta = 0.25f + 0.125f * float(r % 5);
+    for (int64_t c = 0; c < stride; ++c) {
+      const size_t i = size_t(r * stride + c);
+      dy_host[i] = convert<T>(alpha + beta * (u[i] - 1.0f) + convert<float>(dy_host[i]));
+    }
+  }
   const auto dres_host = random_vector<T>(count, rng);
   const auto w_host = random_vector<W>(s.cols, rng, 0.5f, 1.5f);
   const double eps = 1e-5;
