@@ -77,10 +77,15 @@ std::vector<T> unpad(const std::vector<T>& strided, const shape& s, size_t* padd
   return dense;
 }
 
-// Random strided input (padding random too: the kernel must not read it into the result).
+// Random strided input; the padding between rows holds 60, far above every drawn value, so a
+// kernel that took it into a row's max, sum or dot would be far off (random values in range
+// moved a bf16 softmax by only ~pad / cols).
 template <class T>
 std::vector<T> random_strided(const shape& s, std::mt19937_64& rng, float lo, float hi) {
-  return random_vector<T>(size_t(s.rows * (s.cols + s.pad)), rng, lo, hi);
+  std::vector<T> v = random_vector<T>(size_t(s.rows * (s.cols + s.pad)), rng, lo, hi);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = s.cols; c < s.cols + s.pad; ++c) v[size_t(r * (s.cols + s.pad) + c)] = convert<T>(60.0f);
+  return v;
 }
 
 // fp64 softmax of each row of the strided input (dense output).
@@ -139,7 +144,7 @@ void check_forward(const shape& s, uint64_t seed_offset = 0, float lo = -4.f, fl
   const float middle = 0.5f * (lo + hi);
   const int64_t stride = s.cols + s.pad;
   for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t c = 0; c < stride; ++c) {
+    for (int64_t c = 0; c < s.cols; ++c) {  // the padding keeps its 60 (random_strided)
       T& v = x[size_t(r * stride + c)];
       v = convert<T>(middle + (0.5f + 0.5f * float(r % 5)) * (convert<float>(v) - middle));
     }
