@@ -339,6 +339,17 @@ TEST_F(CrossEntropy, FusedFp32AllVocabs) {
   for (int64_t v : vocabs) check<float>(rows_for(v), v, 0, {}, /*fused=*/true);
 }
 
+// The fp32 forward without dlogits (its own table: deferred from 4K, streamed from 32K) and the
+// fp16 forward with dlogits at every vocabulary up to 8K (fp16 dlogits of wider rows fall into
+// subnormals; 65543 is in Fp16AndStridedRows).
+TEST_F(CrossEntropy, UnfusedFp32AndFusedFp16AllVocabs) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-4f};
+  for (int64_t v : vocabs) {
+    check<float>(rows_for(v), v, 0, o, /*fused=*/false);
+    if (v <= 8192) check<fp16>(rows_for(v), v, 0, o, /*fused=*/true);
+  }
+}
+
 TEST_F(CrossEntropy, SmoothingAndZLossBf16AllVocabs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : vocabs) check<bf16>(rows_for(v), v, 0, o, /*fused=*/true);

@@ -330,6 +330,19 @@ TEST_F(Softmax, BackwardFp32AllWidths) {
   for (int64_t cols : widths) check_backward<float>({rows_for(cols), cols, 0});
 }
 
+// Many items per worker (the tests above give a worker at most one or two items at most widths,
+// rows_for caps rows at 67): static, paced and claimed orders over many rounds of the stage
+// ring, in both directions, from one warp per row to clusters.
+TEST_F(Softmax, ManyRowsPerWorker) {
+  for (const shape& s : {shape{34000, 1000, 0}, shape{4000, 4096, 0}, shape{1500, 16384, 0}, shape{150, 262144, 0}}) {
+    check_forward<bf16>(s, 17);
+    check_backward<bf16>(s);
+  }
+  check_forward<float>({8000, 2048, 0}, 18);
+  check_backward<float>({3000, 8192, 0});
+  check_backward<fp16>({500, 65536, 0});
+}
+
 TEST_F(Softmax, BackwardFp16AndStrided) {
   check_backward<fp16>({9, 1000, 0});
   check_backward<fp16>({2, 65543, 8});
