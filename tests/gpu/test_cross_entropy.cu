@@ -341,12 +341,15 @@ TEST_F(CrossEntropy, FusedFp32AllVocabs) {
 
 // The fp32 forward without dlogits (its own table: deferred from 4K, streamed from 32K) and the
 // fp16 forward with dlogits at every vocabulary up to 8K (fp16 dlogits of wider rows fall into
-// subnormals; 65543 is in Fp16AndStridedRows).
+// subnormals; 65543 is in Fp16AndStridedRows). One column without the z-loss: p = 1 exactly,
+// so the loss and dlogit are z x^2 and 2 z x g, ~1e-4, left over from O(|x|) terms that cancel
+// in fp32, which a relative 1e-5 cannot take (a reviewer's simulation, 2026-12-05: 3-8e-5).
 TEST_F(CrossEntropy, UnfusedFp32AndFusedFp16AllVocabs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-4f};
   for (int64_t v : vocabs) {
-    check<float>(rows_for(v), v, 0, o, /*fused=*/false);
-    if (v <= 8192) check<fp16>(rows_for(v), v, 0, o, /*fused=*/true);
+    const options ov = v == 1 ? options{.label_smoothing = 0.1f} : o;
+    check<float>(rows_for(v), v, 0, ov, /*fused=*/false);
+    if (v <= 8192) check<fp16>(rows_for(v), v, 0, ov, /*fused=*/true);
   }
 }
 

@@ -207,9 +207,9 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
 // - 1), beta_r = 0.25 + 0.125 (r mod 5): mean(g) and mean(g * xhat) are O(1), not O(1 /
 // sqrt(cols)), and differ from row to row. With dy independent noise, a dx without its b or a
 // term, with another row's statistics or sums, or with one CTA's partial of 16 missing passed
-// (bf16, 30000 and 262144 columns); now each fails by 5-400x the tolerance while an fp32
-// computation with bf16 dx uses 0.06-0.12 of it (tools/test_strength.cpp, a CPU model of
-// this check).
+// (bf16, 30000 and 262144 columns of 40 and 12 rows in tools/test_strength.cpp, a CPU model of
+// this check); now each fails there by 5-400x the tolerance while an fp32 computation with bf16
+// dx uses 0.06-0.12 of it.
 template <class T, class W>
 void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual) {
   SCOPED_TRACE(::testing::Message() << (k == kind::rms ? "rms" : "layer") << " backward " << dtype_traits<T>::name
