@@ -473,5 +473,41 @@ TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
           << "dw differs between runs, cols=" << s.cols << ", run " << run;
   }
 }
+// The same for the LayerNorm's dw and db, with saved statistics (the paced one-CTA classes, the
+// static 16K class and clusters) and without.
+TEST_F(Norms, LayerBackwardGradientsAreDeterministic) {
+  for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}, shape{1200, 16384, 0}, shape{300, 65536, 0}}) {
+    for (const bool saved : {true, false}) {
+      std::mt19937_64 rng(test_seed());
+      const size_t count = size_t(s.rows * s.cols);
+      device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
+      device_buffer<float> w(random_vector<float>(s.cols, rng, 0.5f, 1.5f));
+      device_buffer<float> mean(random_vector<float>(size_t(s.rows), rng, -0.1f, 0.1f));
+      device_buffer<float> rstd(random_vector<float>(size_t(s.rows), rng, 1.5f, 1.9f));
+      const size_t ws_bytes = tk::layer_norm_backward_workspace_bytes(s.rows, s.cols);
+      device_buffer<unsigned char> workspace(ws_bytes);
+      tk::layer_norm_backward_args a;
+      a.dx = dx.get(), a.dx_row_stride = s.cols, a.dy = dy.get(), a.dy_row_stride = s.cols, a.x = x.get();
+      a.x_row_stride = s.cols, a.weight = w.get(), a.workspace = workspace.get(), a.workspace_bytes = ws_bytes;
+      a.mean = saved ? mean.get() : nullptr, a.rstd = saved ? rstd.get() : nullptr;
+      a.rows = s.rows, a.cols = s.cols, a.weight_dtype = dtype::fp32;  // dw, db in fp32: every bit shows
+      std::vector<std::vector<float>> dws, dbs;
+      for (int run = 0; run < 3; ++run) {
+        device_buffer<float> dw(s.cols), db(s.cols);
+        a.dweight = dw.get(), a.dbias = db.get();
+        tk::layer_norm_backward(a, nullptr);
+        TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
+        dws.push_back(dw.download());
+        dbs.push_back(db.download());
+      }
+      for (int run = 1; run < 3; ++run) {
+        EXPECT_EQ(std::memcmp(dws[0].data(), dws[size_t(run)].data(), dws[0].size() * sizeof(float)), 0)
+            << "dw differs between runs, cols=" << s.cols << (saved ? " saved" : " recomputed") << ", run " << run;
+        EXPECT_EQ(std::memcmp(dbs[0].data(), dbs[size_t(run)].data(), dbs[0].size() * sizeof(float)), 0)
+            << "db differs between runs, cols=" << s.cols << (saved ? " saved" : " recomputed") << ", run " << run;
+      }
+    }
+  }
+}
 
 }  // namespace
