@@ -448,6 +448,18 @@ TEST_F(Norms, LayerBackwardFp16) {
 // itself; rows of 1000 and 4097 columns with ~19 items per worker on 132 SMs (big enough for
 // the automatic order to pace them), where claimed items would change each worker's sums from
 // run to run.
+// fp16 rows with an fp32 weight (the bf16 rows have such tests; fp16 had none): both norms, both
+// directions, with the residual, the bias or dresidual_out, aligned and misaligned rows, one warp
+// to clusters of 16.
+TEST_F(Norms, Fp16RowsFp32Weight) {
+  for (const shape& s : {shape{5, 7, 3}, shape{40, 1000, 8}, shape{300, 4097, 5}, shape{90, 30000, 0},
+                         shape{12, 50001, 2}, shape{2, 262139, 0}}) {
+    run_forward<fp16, float>(kind::rms, s, true, false);
+    run_forward<fp16, float>(kind::layer, s, false, true);
+    run_backward<fp16, float>(kind::rms, s, true, false);
+    run_backward<fp16, float>(kind::layer, s, false, true);
+  }
+}
 TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
   for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}}) {
     std::mt19937_64 rng(test_seed());
