@@ -442,12 +442,6 @@ TEST_F(Norms, LayerBackwardFp16) {
     run_backward<fp16, fp16>(kind::layer, s, true, true);
 }
 
-// dw is reduced without atomics, and every worker's partial sums the same rows in every run
-// (the norm backward's one-CTA classes run paced: the static order's items, row_kernel.cuh
-// "Paced order"): three runs give the same bits. fp32 weights, so that dw is the fp32 sum
-// itself; rows of 1000 and 4097 columns with ~19 items per worker on 132 SMs (big enough for
-// the automatic order to pace them), where claimed items would change each worker's sums from
-// run to run.
 // fp16 rows with an fp32 weight (the bf16 rows have such tests; fp16 had none): both norms, both
 // directions, with the residual, the bias or dresidual_out, aligned and misaligned rows, one warp
 // to clusters of 16.
@@ -460,6 +454,13 @@ TEST_F(Norms, Fp16RowsFp32Weight) {
     run_backward<fp16, float>(kind::layer, s, false, true);
   }
 }
+
+// dw is reduced without atomics, and every worker's partial sums the same rows in every run
+// (the norm backward's one-CTA classes run paced: the static order's items, row_kernel.cuh
+// "Paced order"): three runs give the same bits. fp32 weights, so that dw is the fp32 sum
+// itself; rows of 1000 and 4097 columns with ~19 items per worker on 132 SMs (big enough for
+// the automatic order to pace them), where claimed items would change each worker's sums from
+// run to run.
 TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
   for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}}) {
     std::mt19937_64 rng(test_seed());
