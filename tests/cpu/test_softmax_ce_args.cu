@@ -93,6 +93,14 @@ cross_entropy_backward_args good_ce_backward() {
 
 }  // namespace
 
+// `args` with the most rows a launch takes, 2^27 - 1 (common/arg_checks.h max_rows), validate
+// (never launched here).
+template <class Args>
+void expect_valid_at_row_bound(Args args) {
+  args.rows = (int64_t(1) << 27) - 1;
+  EXPECT_NO_THROW(validate(args));
+}
+
 TEST(SoftmaxArgs, ValidArgumentsPass) {
   EXPECT_NO_THROW(validate(good_softmax_forward()));
   EXPECT_NO_THROW(validate(good_softmax_backward()));
@@ -103,12 +111,8 @@ TEST(SoftmaxArgs, ValidArgumentsPass) {
   widest.rows = 1;
   widest.cols = widest.x_row_stride = widest.y_row_stride = softmax_max_cols;
   EXPECT_NO_THROW(validate(widest));
-  auto most_rows = good_softmax_forward();  // the row bound, 2^27 - 1 (never launched here)
-  most_rows.rows = (int64_t(1) << 27) - 1;
-  EXPECT_NO_THROW(validate(most_rows));
-  auto most_rows_backward = good_softmax_backward();
-  most_rows_backward.rows = (int64_t(1) << 27) - 1;
-  EXPECT_NO_THROW(validate(most_rows_backward));
+  expect_valid_at_row_bound(good_softmax_forward());
+  expect_valid_at_row_bound(good_softmax_backward());
 }
 
 TEST(SoftmaxArgs, ForwardRejectsEachInvalidField) {
@@ -196,12 +200,8 @@ TEST(SoftmaxArgs, BackwardRejectsEachInvalidField) {
 TEST(CrossEntropyArgs, ValidArgumentsPass) {
   EXPECT_NO_THROW(validate(good_ce_forward()));
   EXPECT_NO_THROW(validate(good_ce_backward()));
-  auto most_rows = good_ce_forward();  // the row bound, 2^27 - 1 (never launched here)
-  most_rows.rows = (int64_t(1) << 27) - 1;
-  EXPECT_NO_THROW(validate(most_rows));
-  auto most_rows_backward = good_ce_backward();
-  most_rows_backward.rows = (int64_t(1) << 27) - 1;
-  EXPECT_NO_THROW(validate(most_rows_backward));
+  expect_valid_at_row_bound(good_ce_forward());
+  expect_valid_at_row_bound(good_ce_backward());
   auto no_lse = good_ce_forward();
   no_lse.lse = nullptr;  // lse is optional in the forward
   EXPECT_NO_THROW(validate(no_lse));
@@ -370,9 +370,7 @@ cross_entropy_reduce_args good_ce_reduce() {
 
 TEST(CrossEntropyArgs, ReduceValidArgumentsPass) {
   EXPECT_NO_THROW(validate(good_ce_reduce()));
-  auto most_rows = good_ce_reduce();  // the row bound, 2^27 - 1 (never launched here)
-  most_rows.rows = (int64_t(1) << 27) - 1;
-  EXPECT_NO_THROW(validate(most_rows));
+  expect_valid_at_row_bound(good_ce_reduce());
   auto count_only = good_ce_reduce();  // the gradient scale of a mean, before the forward
   count_only.loss = nullptr;
   count_only.out = nullptr;
