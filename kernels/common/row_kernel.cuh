@@ -330,6 +330,15 @@ inline constexpr row_table wide_row_table = {{
                                                  {262144, 512, 1, 8, 64, true},
                                              },
                                              10};
+// `table`'s size classes from `first` on: an op variant that serves only the wide classes (e.g.
+// the LayerNorm backward's deferred rows, norm_kernels.cuh), for rows of more than
+// table.configs[first - 1].max_cols columns.
+constexpr row_table classes_from(row_table table, int first) {
+  row_table wide{};
+  for (int i = first; i < table.count; ++i) wide.configs[i - first] = table.configs[i];
+  wide.count = table.count - first;
+  return wide;
+}
 // `table` with size classes first, first + 1, ... replaced by `configs`: an op's table that
 // differs from another in a few classes (e.g. the RMSNorm's, norm_kernels.cuh).
 template <int N>

@@ -724,8 +724,21 @@ struct norm_forward_op : row_op_defaults {
 // (deferred rows) or shifted over 2-16 warps (held_row), which hold x and dy as packed pairs.
 // ---------------------------------------------------------------------------------------------
 
-template <norm_kind Kind, class T, class W, bool DResidual>
+// The LayerNorm backward's deferred classes (norm_backward_op<..., Deferred = true>): those of
+// default_row_table from layer_deferred_first on (16K columns, one CTA of 16 warps, and the
+// clusters; TILEKIT_LN_BWD_DEFER_16K = 0: the clusters only, an A/B switch of exp/ln-bwd-deferred).
+#ifndef TILEKIT_LN_BWD_DEFER_16K
+#define TILEKIT_LN_BWD_DEFER_16K 1
+#endif
+inline constexpr int layer_deferred_first = TILEKIT_LN_BWD_DEFER_16K ? 5 : 6;
+inline constexpr row_table layer_deferred_table = classes_from(default_row_table, layer_deferred_first);
+
+// Deferred: the LayerNorm backward of 16-bit rows with saved statistics, in the size classes of
+// layer_deferred_table only (norms_backward.cu launches it there; see deferred_rows).
+template <norm_kind Kind, class T, class W, bool DResidual, bool Deferred = false>
 struct norm_backward_op : row_op_defaults {
+  static_assert(!Deferred || (Kind == norm_kind::layer && is_16bit_float<T>),
+                "norm_backward_op: the deferred variant is the LayerNorm's of 16-bit rows");
   using element = T;
   // LayerNorm: {sum g, sum g * xhat}; RMSNorm: {sum g * x, sum x^2} of deferred rows and held
   // rows without saved statistics (row() and held rows with them reduce one float).
@@ -749,6 +762,7 @@ struct norm_backward_op : row_op_defaults {
   TILEKIT_HOST_DEVICE static constexpr item_order item_order_for(row_config c) {
     return c.cluster_ctas == 1 && !(is_layer && c.max_cols == 16384) ? item_order::paced : item_order::fixed;
   }
+  static constexpr const row_table& table = Deferred ? layer_deferred_table : default_row_table;
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes<>(c); }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
@@ -775,16 +789,22 @@ struct norm_backward_op : row_op_defaults {
   // -> 0.923 / 0.896 / 0.884 / 0.797 (16K, unchanged, 0.914 in both). Paced
   // (TILEKIT_ROW_ORDER=paced, which then paced every staged class) they lose: 0.910 / 0.850 /
   // 0.824 / 0.715, so they stay static.
-  // (LayerNorm: x, dy and both accumulators would not fit in registers.)
+  // LayerNorm (Deferred = true: with saved statistics, 16K columns and up): partial() posts its
+  // warp's {sum g, sum g * d} (d = x - mean), keep() holds x and dy as pairs as above, finish()
+  // adds to dw and db. Without saved statistics its rows keep row(): a warp's partial would need
+  // its mean, M2, sum g and sum g * (x - m_w) (16 bytes and a count), and the pairs next to dw
+  // and db already fill the 128 registers (ptxas, bf16, pairs + both accumulators: 68 bytes of
+  // spill stores at the clusters, aligned, 152 with a recompute path beside; row(): 0).
+  // NOT YET MEASURED (branch exp/ln-bwd-deferred).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
-    return !is_layer && is_16bit_float<T> && c.cluster_ctas > 1;
+    return Deferred || (!is_layer && is_16bit_float<T> && c.cluster_ctas > 1);
   }
   static constexpr bool keeps_stage = true;  // keep(): the stage is released after it
   template <class S>
   struct pending {
     packed_t<T> x[S::layout::elements / 2];
     packed_t<T> dy[S::layout::elements / 2];
-    float rstd;  // the saved rstd (unused without saved statistics)
+    float rstd;  // RMSNorm: the saved rstd (unused without saved statistics)
   };
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE reduce_value partial(const params& p, const row_place& at, int64_t, row_scalars stats,
@@ -793,22 +813,42 @@ struct norm_backward_op : row_op_defaults {
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
     const int cols_here = p.cols - at.col0;
-    held.rstd = stats.rstd;
-    float sum_gx = 0.0f, sum_xx = 0.0f;
+    if constexpr (is_layer) {
+      // {sum g * d, sum g}, two chains each (the saved statistics: finish() reads them again).
+      float sum_gd[2] = {0.0f, 0.0f}, sum_g[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int k = 0; k < E / V; ++k) {
-      const int offset = k * piece_columns<layout>;
-      float x[V], dy[V], w[V];
-      load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
-      load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
-      weight.load(w, k * V);
+      for (int k = 0; k < E / V; ++k) {
+        const int offset = k * piece_columns<layout>;
+        float x[V], dy[V], w[V];
+        load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
+        load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+        weight.load(w, k * V);
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        sum_gx = fmaf(dy[i] * w[i], x[i], sum_gx);
-        sum_xx = fmaf(x[i], x[i], sum_xx);
+        for (int i = 0; i < V; ++i) {
+          const float g = dy[i] * w[i];  // padding: g = 0
+          sum_gd[i % 2] = fmaf(g, x[i] - stats.mean, sum_gd[i % 2]);
+          sum_g[i % 2] += g;
+        }
       }
+      return warp_reduce(make_float2(sum_gd[0] + sum_gd[1], sum_g[0] + sum_g[1]), sum2_op{});
+    } else {
+      held.rstd = stats.rstd;
+      float sum_gx = 0.0f, sum_xx = 0.0f;
+#pragma unroll
+      for (int k = 0; k < E / V; ++k) {
+        const int offset = k * piece_columns<layout>;
+        float x[V], dy[V], w[V];
+        load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
+        load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+        weight.load(w, k * V);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          sum_gx = fmaf(dy[i] * w[i], x[i], sum_gx);
+          sum_xx = fmaf(x[i], x[i], sum_xx);
+        }
+      }
+      return warp_reduce(make_float2(sum_gx, sum_xx), sum2_op{});
     }
-    return warp_reduce(make_float2(sum_gx, sum_xx), sum2_op{});
   }
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const stage_row<S> (&in)[inputs],
@@ -818,14 +858,16 @@ struct norm_backward_op : row_op_defaults {
     load_row_pairs_aligned<layout>(held.x, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
     load_row_pairs_aligned<layout>(held.dy, in[1], cols_here, at.thread, convert<T>(0.0f));
   }
-  // The row's {mean g * x, mean x^2} from its warps' partials.
+  // The row's means of its warps' partials: RMSNorm {mean g * x, mean x^2}, LayerNorm {mean g * d,
+  // mean g}.
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE float2 total(const params& p, const reduce_value* partials, uint32_t count) const {
     const float2 sums = reduce_slots(partials, count, sum2_op{});
     const float inv_cols = 1.0f / float(p.cols);
     return make_float2(sums.x * inv_cols, sums.y * inv_cols);
   }
-  //   dx = rstd * (g - xhat * mean(g xhat)) = g * rstd - x * rstd^3 * mean(g x)
+  //   dx = rstd * (g - mean(g) - xhat * mean(g xhat)) = (dy rstd) w - b - d a,
+  //   a = rstd^3 mean(g d), b = rstd mean(g)   (RMSNorm: d = x, b = 0)
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void finish(const params& p, const row_place& at, int64_t row, const pending<S>& held,
                                             float2 means) {
@@ -833,7 +875,10 @@ struct norm_backward_op : row_op_defaults {
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
     const int cols_here = p.cols - at.col0;
-    const float rstd = p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
+    // LayerNorm: the saved statistics, read again (an L1 / L2 hit: fetch() read them a row ago)
+    // rather than kept in `pending` (2 registers: 16-24 bytes less spilled).
+    const float rstd = is_layer ? p.rstd[row] : p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
+    const float mean = is_layer ? p.mean[row] : 0.0f, b = is_layer ? rstd * means.y : 0.0f;
     const float a = rstd * rstd * rstd * means.x;
     T* dx_row = static_cast<T*>(p.dx) + row * p.dx_stride + at.col0;
     // Shifted rows: dx as pairs first, then one store of the row (store_row_pairs): realigned dx
@@ -854,10 +899,19 @@ struct norm_backward_op : row_op_defaults {
         const float2 x = unpack_pair(held.x[(k * V + i) / 2]), dy = unpack_pair(held.dy[(k * V + i) / 2]);
         const float dys0 = dy.x * rstd, dys1 = dy.y * rstd;  // dy * xhat = (dy rstd) x, as in row()
         const int j = k * V + i;
-        dw[j] = fmaf(dys0, x.x, dw[j]);  // padding: dy = 0
-        dw[j + 1] = fmaf(dys1, x.y, dw[j + 1]);
-        dx[i] = fmaf(-x.x, a, dys0 * w[i]);
-        dx[i + 1] = fmaf(-x.y, a, dys1 * w[i + 1]);
+        if constexpr (is_layer) {
+          const float d0 = x.x - mean, d1 = x.y - mean;
+          dw[j] = fmaf(dys0, d0, dw[j]);  // padding: dy = 0
+          dw[j + 1] = fmaf(dys1, d1, dw[j + 1]);
+          db[j] += dy.x, db[j + 1] += dy.y;
+          dx[i] = fmaf(-d0, a, fmaf(dys0, w[i], -b));
+          dx[i + 1] = fmaf(-d1, a, fmaf(dys1, w[i + 1], -b));
+        } else {
+          dw[j] = fmaf(dys0, x.x, dw[j]);  // padding: dy = 0
+          dw[j + 1] = fmaf(dys1, x.y, dw[j + 1]);
+          dx[i] = fmaf(-x.x, a, dys0 * w[i]);
+          dx[i + 1] = fmaf(-x.y, a, dys1 * w[i + 1]);
+        }
         if constexpr (DResidual) dx[i] += dres[i], dx[i + 1] += dres[i + 1];
         if constexpr (S::shifted) dx_pairs[j / 2] = convert<packed_t<T>>(make_float2(dx[i], dx[i + 1]));
       }
