@@ -793,9 +793,11 @@ struct norm_backward_op : row_op_defaults {
   // warp's {sum g, sum g * d} (d = x - mean), keep() holds x and dy as pairs as above, finish()
   // adds to dw and db. Without saved statistics its rows keep row(): a warp's partial would need
   // its mean, M2, sum g and sum g * (x - m_w) (16 bytes and a count), and the pairs next to dw
-  // and db already fill the 128 registers (ptxas, bf16, pairs + both accumulators: 68 bytes of
-  // spill stores at the clusters, aligned, 152 with a recompute path beside; row(): 0).
-  // NOT YET MEASURED (branch exp/ln-bwd-deferred).
+  // and db already fill the 128 registers: ptxas, bf16, spill stores 80 bytes at the clusters
+  // (aligned; row(): 0), 168 at 16K (row(): 4), 336-356 shifted; a first build with the
+  // recompute path in the same kernel went from 68 to 152 at the clusters.
+  // NOT YET MEASURED (branch exp/ln-bwd-deferred; docs/performance.md, "LayerNorm backward
+  // deferred rows with saved statistics").
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return Deferred || (!is_layer && is_16bit_float<T> && c.cluster_ctas > 1);
   }
@@ -876,7 +878,7 @@ struct norm_backward_op : row_op_defaults {
     constexpr int E = layout::elements, V = layout::group_elements;
     const int cols_here = p.cols - at.col0;
     // LayerNorm: the saved statistics, read again (an L1 / L2 hit: fetch() read them a row ago)
-    // rather than kept in `pending` (2 registers: 16-24 bytes less spilled).
+    // rather than kept in `pending` (ptxas, a first build: 16K 200 -> 152 bytes of spill stores).
     const float rstd = is_layer ? p.rstd[row] : p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
     const float mean = is_layer ? p.mean[row] : 0.0f, b = is_layer ? rstd * means.y : 0.0f;
     const float a = rstd * rstd * rstd * means.x;
