@@ -721,17 +721,20 @@ struct norm_forward_op : row_op_defaults {
 // The weight is a thread_vector in shared memory, dw / db live in registers, and the row is
 // read in 16-byte pieces in two passes (sums, then outputs), so the registers hold dw, db and
 // one piece of x and dy at a time; except RMSNorm rows of 16-bit x and dy over clusters
-// (deferred rows) or shifted over 2-16 warps (held_row), which hold x and dy as packed pairs.
+// (deferred rows) or shifted over 2-16 warps (held_row), and the LayerNorm's deferred rows
+// (Deferred = true), which hold x and dy as packed pairs.
 // ---------------------------------------------------------------------------------------------
 
 // The LayerNorm backward's deferred classes (norm_backward_op<..., Deferred = true>): those of
 // default_row_table from layer_deferred_first on (16K columns, one CTA of 16 warps, and the
-// clusters; TILEKIT_LN_BWD_DEFER_16K = 0: the clusters only, an A/B switch of exp/ln-bwd-deferred).
+// clusters; TILEKIT_LN_BWD_DEFER_16K = 0: the clusters only, an A/B switch of exp/ln-bwd-deferred,
+// set for the whole build: it changes the op's table).
 #ifndef TILEKIT_LN_BWD_DEFER_16K
 #define TILEKIT_LN_BWD_DEFER_16K 1
 #endif
 inline constexpr int layer_deferred_first = TILEKIT_LN_BWD_DEFER_16K ? 5 : 6;
 inline constexpr row_table layer_deferred_table = classes_from(default_row_table, layer_deferred_first);
+static_assert(layer_deferred_first >= 1 && layer_deferred_table.count >= 1, "layer_deferred_table: a strict suffix");
 
 // Deferred: the LayerNorm backward of 16-bit rows with saved statistics, in the size classes of
 // layer_deferred_table only (norms_backward.cu launches it there; see deferred_rows).
@@ -740,8 +743,9 @@ struct norm_backward_op : row_op_defaults {
   static_assert(!Deferred || (Kind == norm_kind::layer && is_16bit_float<T>),
                 "norm_backward_op: the deferred variant is the LayerNorm's of 16-bit rows");
   using element = T;
-  // LayerNorm: {sum g, sum g * xhat}; RMSNorm: {sum g * x, sum x^2} of deferred rows and held
-  // rows without saved statistics (row() and held rows with them reduce one float).
+  // LayerNorm: {sum g, sum g * d} in row(), {sum g * d, sum g} of deferred rows (d = x - mean);
+  // RMSNorm: {sum g * x, sum x^2} of deferred rows and held rows without saved statistics (row()
+  // and held rows with them reduce one float).
   using reduce_value = float2;
   using params = backward_params;
   struct row_scalars {
