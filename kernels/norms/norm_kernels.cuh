@@ -800,8 +800,8 @@ struct norm_backward_op : row_op_defaults {
   // and db already fill the 128 registers: ptxas, bf16, spill stores 80 bytes at the clusters
   // (aligned; row(): 0), 168 at 16K (row(): 4), 336-356 shifted; a first build with the
   // recompute path in the same kernel went from 68 to 152 at the clusters.
-  // NOT YET MEASURED (branch exp/ln-bwd-deferred; docs/performance.md, "LayerNorm backward
-  // deferred rows with saved statistics").
+  // NOT YET MEASURED (branch exp/ln-bwd-deferred; docs/performance_log.md, "LayerNorm
+  // backward deferred rows with saved statistics").
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return Deferred || (!is_layer && is_16bit_float<T> && c.cluster_ctas > 1);
   }
