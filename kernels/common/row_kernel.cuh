@@ -330,14 +330,14 @@ inline constexpr row_table wide_row_table = {{
                                                  {262144, 512, 1, 8, 64, true},
                                              },
                                              10};
-// `table`'s size classes from `first` on: an op variant that serves only the wide classes (e.g.
-// the LayerNorm backward's deferred rows, norm_kernels.cuh), for rows of more than
-// table.configs[first - 1].max_cols columns.
-constexpr row_table classes_from(row_table table, int first) {
-  row_table wide{};
-  for (int i = first; i < table.count; ++i) wide.configs[i - first] = table.configs[i];
-  wide.count = table.count - first;
-  return wide;
+// `table`'s size classes first .. last: an op variant that serves only some classes (e.g. the
+// LayerNorm backward's deferred rows, norm_kernels.cuh), for rows of more than
+// table.configs[first - 1].max_cols and at most table.configs[last].max_cols columns.
+constexpr row_table classes_between(row_table table, int first, int last) {
+  row_table part{};
+  for (int i = first; i <= last; ++i) part.configs[i - first] = table.configs[i];
+  part.count = last - first + 1;
+  return part;
 }
 // `table` with size classes first, first + 1, ... replaced by `configs`: an op's table that
 // differs from another in a few classes (e.g. the RMSNorm's, norm_kernels.cuh).
@@ -391,6 +391,9 @@ struct row_place {
 struct row_op_defaults {
   static constexpr const row_table& table = default_row_table;  // size classes (see above)
   static constexpr bool per_worker_results = false;
+  // Whether the op is launched for aligned matrices only (its caller takes another op where
+  // plan_rows says the rows are not; the shifted kernels are then not compiled).
+  static constexpr bool aligned_only = false;
   // Whether the rows of size class `c` are deferred (see "Deferred rows" above; classes of
   // fewer than row_defer_min_warps warps never are).
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config) { return false; }
@@ -1381,8 +1384,14 @@ void launch_rows_in_order(const typename Op::params& p, const row_launch& plan, 
       if (order == item_order::claimed) return launch(row_kernel<Op, I, true, true>, aligned_shared, claim_slot);
     }
     const int slot = row_paceable<Op, S> && order == item_order::paced ? claim_slot : -1;  // else the static order
-    if (plan.aligned) launch(row_kernel<Op, I, true>, aligned_shared, slot);
-    else launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), slot);
+    if constexpr (Op::aligned_only) {
+      TILEKIT_CHECK_ARG(plan.aligned, "launch_rows: an aligned-only row op got a plan of unaligned rows");
+      launch(row_kernel<Op, I, true>, aligned_shared, slot);
+    } else if (plan.aligned) {
+      launch(row_kernel<Op, I, true>, aligned_shared, slot);
+    } else {
+      launch(row_kernel<Op, I, false>, row_kernel_shared_bytes<Op, I, false>(), slot);
+    }
   });
 }
 // Launch a planned launch in the order row_order_setting() and the plan choose.

@@ -726,18 +726,16 @@ struct norm_forward_op : row_op_defaults {
 // ---------------------------------------------------------------------------------------------
 
 // The LayerNorm backward's deferred classes (norm_backward_op<..., Deferred = true>): those of
-// default_row_table from layer_deferred_first on (16K columns, one CTA of 16 warps, and the
-// clusters; TILEKIT_LN_BWD_DEFER_16K = 0: the clusters only, an A/B switch of exp/ln-bwd-deferred,
-// set for the whole build: it changes the op's table).
-#ifndef TILEKIT_LN_BWD_DEFER_16K
-#define TILEKIT_LN_BWD_DEFER_16K 1
-#endif
-inline constexpr int layer_deferred_first = TILEKIT_LN_BWD_DEFER_16K ? 5 : 6;
-inline constexpr row_table layer_deferred_table = classes_from(default_row_table, layer_deferred_first);
-static_assert(layer_deferred_first >= 1 && layer_deferred_table.count >= 1, "layer_deferred_table: a strict suffix");
+// default_row_table from 16K to 64K columns (one CTA of 16 warps, clusters of 2 and 4), where
+// they measured faster (see deferred_rows).
+inline constexpr int layer_deferred_first = 5, layer_deferred_last = 7;
+inline constexpr row_table layer_deferred_table =
+    classes_between(default_row_table, layer_deferred_first, layer_deferred_last);
+static_assert(layer_deferred_first >= 1 && layer_deferred_last < default_row_table.count,
+              "layer_deferred_table: classes inside the default table");
 
-// Deferred: the LayerNorm backward of 16-bit rows with saved statistics, in the size classes of
-// layer_deferred_table only (norms_backward.cu launches it there; see deferred_rows).
+// Deferred: the LayerNorm backward of aligned 16-bit rows with saved statistics, in the size
+// classes of layer_deferred_table only (norms_backward.cu launches it there; see deferred_rows).
 template <norm_kind Kind, class T, class W, bool DResidual, bool Deferred = false>
 struct norm_backward_op : row_op_defaults {
   static_assert(!Deferred || (Kind == norm_kind::layer && is_16bit_float<T>),
@@ -767,6 +765,7 @@ struct norm_backward_op : row_op_defaults {
     return c.cluster_ctas == 1 && !(is_layer && c.max_cols == 16384) ? item_order::paced : item_order::fixed;
   }
   static constexpr const row_table& table = Deferred ? layer_deferred_table : default_row_table;
+  static constexpr bool aligned_only = Deferred;
   TILEKIT_HOST_DEVICE static constexpr size_t shared_bytes(row_config c) { return thread_vector_bytes<>(c); }
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int i) {
     return i == 0 ? row_source<T>{static_cast<const T*>(p.x), p.x_stride}
@@ -798,10 +797,13 @@ struct norm_backward_op : row_op_defaults {
   // adds to dw and db. Without saved statistics its rows keep row(): a warp's partial would need
   // its mean, M2, sum g and sum g * (x - m_w) (16 bytes and a count), and the pairs next to dw
   // and db already fill the 128 registers: ptxas, bf16, spill stores 80 bytes at the clusters
-  // (aligned; row(): 0), 168 at 16K (row(): 4), 336-356 shifted; a first build with the
-  // recompute path in the same kernel went from 68 to 152 at the clusters.
-  // NOT YET MEASURED (branch exp/ln-bwd-deferred; docs/performance_log.md, "LayerNorm
-  // backward deferred rows with saved statistics").
+  // (aligned; row(): 0), 168 at 16K (row(): 4), 336-356 shifted (db's 32 accumulators: without
+  // them 122-123 registers, no spills); a first build with the recompute path in the same kernel
+  // went from 68 to 152 at the clusters. Measured (bf16, H100, 2026-12-05, same-run A/B against
+  // row(), two rounds): aligned 16K / 32K / 64K +0.9-1.1 / +3.8-4.2 / +2.3-2.7%, but 128K / 256K
+  // -4.3 / -7.2% and shifted rows -8 to -20% (16383-262143 columns). So aligned rows of 16K-64K
+  // only (aligned_only; docs/performance_log.md, "LayerNorm backward deferred rows with saved
+  // statistics").
   TILEKIT_HOST_DEVICE static constexpr bool deferred_rows(row_config c) {
     return Deferred || (!is_layer && is_16bit_float<T> && c.cluster_ctas > 1);
   }

@@ -29,11 +29,13 @@ void launch_backward(const backward_params& params, void* dweight, void* dbias, 
       if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, partials, params.cols, stream);
       if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, partials, params.cols, stream);
     };
-    // The LayerNorm's 16-bit rows with saved statistics from 16K columns on: deferred rows
-    // (norm_backward_op<..., Deferred = true>, its own table of those classes).
+    // The LayerNorm's aligned 16-bit rows with saved statistics of 16K-64K columns: deferred
+    // rows (norm_backward_op<..., Deferred = true>, its own table of those classes).
     if constexpr (Kind == norm_kind::layer && is_16bit_float<T>) {
-      constexpr int64_t deferred_above = detail::default_row_table.configs[layer_deferred_first - 1].max_cols;
-      if (params.rstd != nullptr && params.cols > deferred_above) {
+      constexpr int64_t above = detail::default_row_table.configs[layer_deferred_first - 1].max_cols;
+      constexpr int64_t up_to = detail::default_row_table.configs[layer_deferred_last].max_cols;
+      if (params.rstd != nullptr && params.cols > above && params.cols <= up_to &&
+          detail::plan_rows<norm_backward_op<Kind, T, W, false, true>>(params).aligned) {
         if (params.dresidual_out) run.template operator()<norm_backward_op<Kind, T, W, true, true>>();
         else run.template operator()<norm_backward_op<Kind, T, W, false, true>>();
         return;

@@ -428,14 +428,14 @@ TEST_F(Norms, RmsBackwardDeferredRowsManyRounds) {
   run_backward<fp16, fp16>(kind::rms, {350, 65536, 0}, false, false);
   run_backward<bf16, bf16>(kind::rms, {200, 40001, 3}, false, true);
 }
-// LayerNorm backward of 16-bit rows with saved statistics from 16K columns on takes deferred
-// rows (norm_backward_op<..., Deferred = true>: each warp posts {sum g * d, sum g}, x and dy are
-// held as pairs, dx, dw and db come one row later): enough rows that every worker posts > 8
-// rounds (each posted buffer reused) in the 16K class (one CTA of 16 warps; 132 workers) and at
-// each cluster class (2, 4, 8, 16 CTAs), widths that end inside a thread's columns, the residual
-// gradient, fp16 and an fp32 weight, odd strides (shifted stream, deferred too; run_backward's
-// dy related to x makes dx depend on the row's sums at O(1)), and the same rows without saved
-// statistics (row(), not deferred) for contrast.
+// LayerNorm backward of aligned 16-bit rows with saved statistics of 16K-64K columns takes
+// deferred rows (norm_backward_op<..., Deferred = true>: each warp posts {sum g * d, sum g}, x
+// and dy are held as pairs, dx, dw and db come one row later): enough rows that every worker
+// posts > 8 rounds (each posted buffer reused) in the 16K class (one CTA of 16 warps; 132
+// workers) and the clusters of 2 and 4 CTAs, widths that end inside a thread's columns, the
+// residual gradient, fp16 and an fp32 weight (run_backward's dy related to x makes dx depend on
+// the row's sums at O(1)); and, on row(), for contrast: the 128K and 256K classes, odd strides
+// (shifted stream) and rows without saved statistics.
 TEST_F(Norms, LayerBackwardDeferredRowsManyRounds) {
   for (const shape& s : {shape{1200, 16384, 0}, shape{700, 30000, 0}, shape{350, 50008, 8}, shape{170, 131064, 0},
                          shape{90, 262144, 0}}) {
