@@ -8,15 +8,19 @@
 //   sums-r-4         the row sums of the row 4 back
 //   rstd-r-1         the rstd of the previous row
 //   cta-missing      the row sums without the last 1/16 of the row (one CTA of 16 left out)
+//   no-p-label       cross-entropy dlogits: the label column without its probability term
+//                    (-scale (1 - eps + eps / V) instead of scale (p_t (1 + 2 z lse) - 1 + eps - eps / V))
 // For each, the tests' metric against its bound (bf16 tolerance 1e-2): "ratio" < 1 passes.
 // "old" inputs are those of the tests before 2026-12-05 (rows of one distribution, dy
-// independent noise), "new" those of now (per-row centre and scale, dy related to x).
+// independent noise; cross-entropy: random labels), "new" those of now (per-row centre and
+// scale, dy related to x; cross-entropy: tests/gpu/test_cross_entropy.cu's likely labels).
 //
 //   c++ -O2 -std=c++17 -o /tmp/test_strength tools/test_strength.cpp && /tmp/test_strength
 //
 // It exits 1 if, with the "new" inputs, the correct kernel fails or a bug passes
-// (tools/ci_checks.sh runs it, ~3 s). Printed on 2026-12-05 (fifteenth session): "new" correct
-// 0.06-0.17, every bug 4.8-35000; "old" correct 0.15-0.17, and of 32 bugs 27 passed (0.17-0.98).
+// (tools/ci_checks.sh runs it, ~3 s). Printed on 2026-12-05 (sixteenth session, with the
+// cross-entropy label check): "new" correct 0.06-0.18, every bug 4.8-35000; "old" correct
+// 0.14-0.17, and of 34 bugs 29 passed (0.15-0.98).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -160,6 +164,35 @@ void softmax(bool forward, bool fresh, int rows, int cols) {
   }
 }
 
+// test_cross_entropy.cu expect_gradient_close, the label columns: relative L2 <= 1e-2 (bf16).
+// Logits U(-4, 4) + 2 ((r mod 7) - 3), label smoothing 0.1, z-loss 1e-3, per-row scale
+// U(0.5, 2); "new": the label's logit 2 ((r mod 7) - 3) + 2 + ln(vocab) (options::likely_labels).
+void cross_entropy_labels(bool fresh, int rows, int cols) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> L(-4.f, 4.f), S(0.5f, 2.f);
+  std::uniform_int_distribution<int> label_of(0, cols - 1);
+  const double eps = 0.1, z = 1e-3;
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (int bug = 0; bug < 2; ++bug) {
+    double err2 = 0, ref2 = 0;
+    for (int r = 0; r < rows; ++r) {
+      const float offset = 2.f * float(r % 7 - 3);
+      for (float& v : x) v = bf16(L(rng) + offset);
+      const int t = label_of(rng);
+      if (fresh) x[size_t(t)] = bf16(offset + 2.f + std::log(float(cols)));
+      const double scale = S(rng);
+      double m = -INFINITY, sum = 0;
+      for (float v : x) m = std::max(m, double(v));
+      for (float v : x) sum += std::exp(v - m);
+      const double lse = m + std::log(sum), p = std::exp(x[size_t(t)] - lse);
+      const double ref = scale * (p * (1 + 2 * z * lse) - (1 - eps) - eps / cols);
+      const double out = bf16(float(bug == 1 ? scale * (-(1 - eps) - eps / cols) : ref));
+      err2 += (out - ref) * (out - ref), ref2 += ref * ref;
+    }
+    report("ce dlogit@t", fresh, rows, cols, bug == 1 ? "no-p-label" : "none", std::sqrt(err2 / ref2) / 1e-2);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -173,6 +206,8 @@ int main() {
       softmax(forward, fresh, 60, 30001);
       softmax(forward, fresh, 12, 262144);
     }
+    cross_entropy_labels(fresh, 41, 1000);
+    cross_entropy_labels(fresh, 4, 262144);
   }
   if (weak_checks) std::printf("test_strength: %d checks with the new inputs do not separate correct from buggy\n", weak_checks);
   return weak_checks ? 1 : 0;
