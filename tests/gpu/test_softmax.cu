@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/gpu_test.cuh"
@@ -109,9 +110,10 @@ double tolerance_for() {
   return std::max(tolerance<T>(), 1e-5);
 }
 
-// Softmax of the strided input x against the fp64 reference.
+// The kernel's softmax of the strided input x (dense), after checking that it wrote nothing
+// into the padding between rows.
 template <class T>
-void check_forward_of(const shape& s, const std::vector<T>& x) {
+std::vector<T> softmax_of(const shape& s, const std::vector<T>& x) {
   device_buffer<T> x_device(x);
   device_buffer<T> y_device(x.size());  // poisoned
   const int64_t stride = s.cols + s.pad;
@@ -127,7 +129,13 @@ void check_forward_of(const shape& s, const std::vector<T>& x) {
   size_t overwritten = 0;
   const std::vector<T> y = unpad(y_device.download(), s, &overwritten);
   EXPECT_EQ(overwritten, 0u) << "the kernel wrote into the padding between rows";
-  TILEKIT_EXPECT_CLOSE(y, softmax_reference(x, s), tolerance_for<T>());
+  return y;
+}
+
+// Softmax of the strided input x against the fp64 reference.
+template <class T>
+void check_forward_of(const shape& s, const std::vector<T>& x) {
+  TILEKIT_EXPECT_CLOSE(softmax_of<T>(s, x), softmax_reference(x, s), tolerance_for<T>());
 }
 
 // Logits drawn in [lo, hi), each row's spread about the middle of the range scaled by 0.5 +
@@ -195,6 +203,48 @@ TEST_F(Softmax, ForwardWideClassesOf16BitRows) {
   check_forward<bf16>({3, 131073, 0}, 5, -900.f, -860.f);
   check_forward<bf16>({4, 32768, 3}, 6);
   check_forward<fp16>({3, 65543, 5}, 7);
+}
+
+// The fp16 values next to v >= 0, below and above (twice v where v is one).
+std::pair<double, double> fp16_neighbours(double v) {
+  const fp16 r = convert<fp16>(float(v));  // one of the two (float(v) is within 2^-24 of v)
+  const double rv = to_double(r);
+  if (rv == v) return {rv, rv};
+  uint16_t bits = 0;
+  std::memcpy(&bits, &r, sizeof bits);
+  bits = uint16_t(rv < v ? bits + 1 : bits - 1);  // v >= 0: the bits order the values
+  fp16 other;
+  std::memcpy(&other, &bits, sizeof bits);
+  const double ov = to_double(other);
+  return rv < ov ? std::pair{rv, ov} : std::pair{ov, rv};
+}
+
+// fp16 rows of 128K and 256K columns: probabilities ~1 / cols lie below fp16's smallest normal
+// (2^-14 ~ 6.1e-5), so most outputs are subnormals, in steps of 2^-24 ~ 6e-8, whose rounding
+// alone (~3e-3 relative at 256K) exceeds the relative check's 2e-3. Instead each output must be
+// one of the two fp16 values around the fp64 reference (the kernel's fp32 error, ~1e-6 of the
+// value, is far below one step), and most outputs must be non-zero subnormals (the premise; a
+// kernel that flushed them to zero would fail the first check). The wide classes (clusters of
+// 4 and 8 CTAs), aligned, odd and misaligned rows.
+TEST_F(Softmax, ForwardFp16SubnormalProbabilities) {
+  for (const shape& s : {shape{3, 131073, 0}, shape{2, 262143, 0}, shape{2, 262144, 0}, shape{2, 131072, 5}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << s.rows << " cols=" << s.cols << " pad=" << s.pad);
+    std::mt19937_64 rng(test_seed() + uint64_t(s.cols));
+    const std::vector<fp16> x = random_strided<fp16>(s, rng, -4.f, 4.f);
+    const std::vector<fp16> y = softmax_of<fp16>(s, x);
+    const std::vector<double> ref = softmax_reference(x, s);
+    int64_t outside = 0, first = -1, subnormal = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double out = to_double(y[i]);
+      const auto [below, above] = fp16_neighbours(ref[i]);
+      if (out != below && out != above && outside++ == 0) first = int64_t(i);
+      subnormal += out > 0 && out < 0x1p-14;
+    }
+    EXPECT_EQ(outside, 0) << "outputs not next to the reference; the first at " << first << ": "
+                          << (first >= 0 ? to_double(y[size_t(first)]) : 0.0) << " for "
+                          << (first >= 0 ? ref[size_t(first)] : 0.0);
+    EXPECT_GT(subnormal, int64_t(y.size()) / 2) << "non-zero subnormal outputs";
+  }
 }
 
 // From 128K columns on (clusters of 4 and 8 CTAs) those rows are deferred (softmax.cu: each
