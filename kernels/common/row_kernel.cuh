@@ -1336,7 +1336,11 @@ row_launch plan_rows(const typename Op::params& p) {
     using S = row_schedule<I, Op>;
     plan.aligned = can_stream<Op, S>(p);
     plan.items = ceil_div(int64_t(p.rows), int64_t(S::rows_per_item));
-    const int64_t resident = plan.aligned ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
+    // An aligned-only Op has no shifted kernel (not even instantiated here, for its occupancy):
+    // its plan of unaligned rows has no workers, and launch_rows_in_order rejects it.
+    int64_t resident = 0;
+    if constexpr (Op::aligned_only) resident = plan.aligned ? resident_workers<Op, I, true>() : 0;
+    else resident = plan.aligned ? resident_workers<Op, I, true>() : resident_workers<Op, I, false>();
     plan.workers = std::min(plan.items, resident);
     // Claims count in 32 bits: items plus each worker's claims past the end stay below 2^32
     // (paced visits, items x CTAs per cluster, too: 2^31 rows of 16K+ columns do not fit in memory).

@@ -21,25 +21,27 @@ template <norm_kind Kind>
 void launch_backward(const backward_params& params, void* dweight, void* dbias, dtype x_dtype, dtype weight_dtype,
                      cudaStream_t stream) {
   dispatch_dtypes(x_dtype, weight_dtype, [&]<class T, class W>() {
+    // Plans and runs Op; false (nothing launched) for an aligned-only Op whose rows are not
+    // aligned.
     auto run = [&]<class Op>() {
       const detail::row_launch plan = detail::plan_rows<Op>(params);
+      if (Op::aligned_only && !plan.aligned) return false;
       detail::launch_rows<Op>(params, plan, stream);
       TILEKIT_CHECK_LAUNCH(Kind == norm_kind::rms ? "rms_norm_backward" : "layer_norm_backward");
       const int64_t partials = plan.workers * detail::row_groups(params.cols);
       if (dweight) launch_sum_partials<W>(dweight, params.dweight_partials, partials, params.cols, stream);
       if (dbias) launch_sum_partials<W>(dbias, params.dbias_partials, partials, params.cols, stream);
+      return true;
     };
     // The LayerNorm's aligned 16-bit rows with saved statistics of 16K-64K columns: deferred
-    // rows (norm_backward_op<..., Deferred = true>, its own table of those classes).
+    // rows (norm_backward_op<..., Deferred = true>, aligned only, its own table of those classes).
     if constexpr (Kind == norm_kind::layer && is_16bit_float<T>) {
       constexpr int64_t above = detail::default_row_table.configs[layer_deferred_first - 1].max_cols;
       constexpr int64_t up_to = detail::default_row_table.configs[layer_deferred_last].max_cols;
       if (params.rstd != nullptr && params.cols > above && params.cols <= up_to &&
-          detail::plan_rows<norm_backward_op<Kind, T, W, false, true>>(params).aligned) {
-        if (params.dresidual_out) run.template operator()<norm_backward_op<Kind, T, W, true, true>>();
-        else run.template operator()<norm_backward_op<Kind, T, W, false, true>>();
+          (params.dresidual_out ? run.template operator()<norm_backward_op<Kind, T, W, true, true>>()
+                                : run.template operator()<norm_backward_op<Kind, T, W, false, true>>()))
         return;
-      }
     }
     if (params.dresidual_out) run.template operator()<norm_backward_op<Kind, T, W, true>>();
     else run.template operator()<norm_backward_op<Kind, T, W, false>>();
