@@ -821,42 +821,32 @@ struct norm_backward_op : row_op_defaults {
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
     const int cols_here = p.cols - at.col0;
-    if constexpr (is_layer) {
-      // {sum g * d, sum g}, two chains each (the saved statistics: finish() reads them again).
-      float sum_gd[2] = {0.0f, 0.0f}, sum_g[2] = {0.0f, 0.0f};
+    // LayerNorm {sum g * d, sum g}, two chains each (the saved statistics: finish() reads them
+    // again); RMSNorm {sum g * x, sum x^2}, one chain each (and the saved rstd, if any).
+    constexpr int chains = is_layer ? 2 : 1;
+    float sum_a[chains] = {}, sum_b[chains] = {};
+    if constexpr (!is_layer) held.rstd = stats.rstd;
 #pragma unroll
-      for (int k = 0; k < E / V; ++k) {
-        const int offset = k * piece_columns<layout>;
-        float x[V], dy[V], w[V];
-        load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
-        load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
-        weight.load(w, k * V);
+    for (int k = 0; k < E / V; ++k) {
+      const int offset = k * piece_columns<layout>;
+      float x[V], dy[V], w[V];
+      load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
+      load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
+      weight.load(w, k * V);
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float g = dy[i] * w[i];  // padding: g = 0
-          sum_gd[i % 2] = fmaf(g, x[i] - stats.mean, sum_gd[i % 2]);
-          sum_g[i % 2] += g;
+      for (int i = 0; i < V; ++i) {
+        const float g = dy[i] * w[i];  // padding: g = 0
+        if constexpr (is_layer) {
+          sum_a[i % chains] = fmaf(g, x[i] - stats.mean, sum_a[i % chains]);
+          sum_b[i % chains] += g;
+        } else {
+          sum_a[0] = fmaf(g, x[i], sum_a[0]);
+          sum_b[0] = fmaf(x[i], x[i], sum_b[0]);
         }
       }
-      return warp_reduce(make_float2(sum_gd[0] + sum_gd[1], sum_g[0] + sum_g[1]), sum2_op{});
-    } else {
-      held.rstd = stats.rstd;
-      float sum_gx = 0.0f, sum_xx = 0.0f;
-#pragma unroll
-      for (int k = 0; k < E / V; ++k) {
-        const int offset = k * piece_columns<layout>;
-        float x[V], dy[V], w[V];
-        load_row_aligned<piece>(x, in[0] + offset, cols_here - offset, at.thread);  // padding: 0
-        load_row_aligned<piece>(dy, in[1] + offset, cols_here - offset, at.thread);
-        weight.load(w, k * V);
-#pragma unroll
-        for (int i = 0; i < V; ++i) {
-          sum_gx = fmaf(dy[i] * w[i], x[i], sum_gx);
-          sum_xx = fmaf(x[i], x[i], sum_xx);
-        }
-      }
-      return warp_reduce(make_float2(sum_gx, sum_xx), sum2_op{});
     }
+    if constexpr (chains == 2) return warp_reduce(make_float2(sum_a[0] + sum_a[1], sum_b[0] + sum_b[1]), sum2_op{});
+    else return warp_reduce(make_float2(sum_a[0], sum_b[0]), sum2_op{});
   }
   template <class S>
   TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const stage_row<S> (&in)[inputs],
