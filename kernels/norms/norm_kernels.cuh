@@ -733,6 +733,11 @@ inline constexpr row_table layer_deferred_table =
     classes_between(default_row_table, layer_deferred_first, layer_deferred_last);
 static_assert(layer_deferred_first >= 1 && layer_deferred_last < default_row_table.count,
               "layer_deferred_table: classes inside the default table");
+// Whether rows of `cols` columns fall into layer_deferred_table's classes.
+constexpr bool in_layer_deferred_classes(int64_t cols) {
+  return cols > default_row_table.configs[layer_deferred_first - 1].max_cols &&
+         cols <= default_row_table.configs[layer_deferred_last].max_cols;
+}
 
 // Deferred: the LayerNorm backward of aligned 16-bit rows with saved statistics, in the size
 // classes of layer_deferred_table only (norms_backward.cu launches it there; see deferred_rows).

@@ -36,9 +36,7 @@ void launch_backward(const backward_params& params, void* dweight, void* dbias, 
     // The LayerNorm's aligned 16-bit rows with saved statistics of 16K-64K columns: deferred
     // rows (norm_backward_op<..., Deferred = true>, aligned only, its own table of those classes).
     if constexpr (Kind == norm_kind::layer && is_16bit_float<T>) {
-      constexpr int64_t above = detail::default_row_table.configs[layer_deferred_first - 1].max_cols;
-      constexpr int64_t up_to = detail::default_row_table.configs[layer_deferred_last].max_cols;
-      if (params.rstd != nullptr && params.cols > above && params.cols <= up_to &&
+      if (params.rstd != nullptr && in_layer_deferred_classes(params.cols) &&
           (params.dresidual_out ? run.template operator()<norm_backward_op<Kind, T, W, true, true>>()
                                 : run.template operator()<norm_backward_op<Kind, T, W, false, true>>()))
         return;
