@@ -32,7 +32,8 @@ namespace tk = tilekit::kernels;
 enum class kind { rms, layer };
 
 struct shape {
-  int64_t rows, cols, pad;  // row stride = cols + pad
+  int64_t rows, cols, pad;
+  int64_t stride() const { return cols + pad; }
 };
 
 template <class T>
@@ -48,9 +49,9 @@ double output_tolerance() {
 template <class T>
 bool padding_untouched(const std::vector<T>& host, const shape& s) {
   for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t c = s.cols; c < s.cols + s.pad; ++c) {
+    for (int64_t c = s.cols; c < s.stride(); ++c) {
       unsigned char bytes[sizeof(T)];
-      std::memcpy(bytes, &host[r * (s.cols + s.pad) + c], sizeof(T));
+      std::memcpy(bytes, &host[r * s.stride() + c], sizeof(T));
       for (unsigned char b : bytes)
         if (b != 0xFF) return false;
     }
@@ -62,7 +63,7 @@ std::vector<T> valid_part(const std::vector<T>& host, const shape& s) {
   std::vector<T> out;
   out.reserve(s.rows * s.cols);
   for (int64_t r = 0; r < s.rows; ++r)
-    for (int64_t c = 0; c < s.cols; ++c) out.push_back(host[r * (s.cols + s.pad) + c]);
+    for (int64_t c = 0; c < s.cols; ++c) out.push_back(host[r * s.stride() + c]);
   return out;
 }
 
@@ -78,7 +79,7 @@ int64_t pad_or(int64_t pad, const shape& s) { return pad < 0 ? s.pad : pad; }
 template <class T>
 std::vector<T> repad(const std::vector<T>& host, const shape& s, int64_t pad, T fill) {
   if (pad == s.pad) return host;
-  const int64_t from = s.cols + s.pad, to = s.cols + pad;
+  const int64_t from = s.stride(), to = s.cols + pad;
   std::vector<T> out(size_t(s.rows * to), fill);
   for (int64_t r = 0; r < s.rows; ++r)
     std::copy_n(host.begin() + r * from, s.cols, out.begin() + r * to);
@@ -89,7 +90,7 @@ std::vector<T> repad(const std::vector<T>& host, const shape& s, int64_t pad, T 
 template <class T>
 void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r, double eps, double& mean,
                      double& rstd) {
-  const int64_t stride = s.cols + s.pad;
+  const int64_t stride = s.stride();
   double sum = 0;
   for (int64_t c = 0; c < s.cols; ++c) sum += to_double(h[r * stride + c]);
   mean = k == kind::layer ? sum / s.cols : 0.0;
@@ -111,7 +112,7 @@ void reference_stats(kind k, const std::vector<T>& h, const shape& s, int64_t r,
 // term would be far off.
 template <class T>
 std::vector<T> offset_rows(const shape& s, std::mt19937_64& rng) {
-  const int64_t stride = s.cols + s.pad;
+  const int64_t stride = s.stride();
   std::vector<T> x(size_t(s.rows * stride));
   std::uniform_real_distribution<float> noise(-1.0f, 1.0f);
   for (int64_t r = 0; r < s.rows; ++r)
@@ -129,7 +130,7 @@ std::vector<T> offset_rows(const shape& s, std::mt19937_64& rng) {
 // by O(1), not by the O(1 / sqrt(cols)) by which rows of one distribution differ.
 template <class T>
 std::vector<T> varied_rows(const shape& s, std::mt19937_64& rng, float lo, float hi, std::vector<float>* u = nullptr) {
-  const int64_t stride = s.cols + s.pad;
+  const int64_t stride = s.stride();
   std::vector<T> x(size_t(s.rows * stride));
   if (u) u->resize(x.size());
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -155,7 +156,7 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
                                   << (far_rows ? " offset rows" : "") << " pads " << pads.x << "/" << pads.other_in
                                   << "/" << pads.out << "/" << pads.extra);
   std::mt19937_64 rng(test_seed() + s.rows * 131 + s.cols);
-  const int64_t stride = s.cols + s.pad;
+  const int64_t stride = s.stride();
   const size_t count = size_t(s.rows * stride);
   // Rows whose means are not ~0 (the two-pass variance must matter) and differ from row to row.
   const std::vector<T> x_host = far_rows ? offset_rows<T>(s, rng) : varied_rows<T>(s, rng, -1.f, 3.f);
@@ -168,28 +169,28 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
   const shape x_s{s.rows, s.cols, pad_or(pads.x, s)}, res_s{s.rows, s.cols, pad_or(pads.other_in, s)};
   const shape y_s{s.rows, s.cols, pad_or(pads.out, s)}, h_s{s.rows, s.cols, pad_or(pads.extra, s)};
   device_buffer<T> x(repad(x_host, s, x_s.pad, convert<T>(1000.f))), res(repad(res_host, s, res_s.pad, convert<T>(1000.f)));
-  device_buffer<T> y(size_t(s.rows * (s.cols + y_s.pad))), h(size_t(s.rows * (s.cols + h_s.pad)));
+  device_buffer<T> y(size_t(s.rows * y_s.stride())), h(size_t(s.rows * h_s.stride()));
   device_buffer<W> w(w_host), b(b_host);
   device_buffer<float> mean(s.rows), rstd(s.rows);
 
   if (k == kind::rms) {
     tk::rms_norm_forward_args a;
-    a.y = y.get(), a.y_row_stride = s.cols + y_s.pad, a.x = x.get(), a.x_row_stride = s.cols + x_s.pad;
+    a.y = y.get(), a.y_row_stride = y_s.stride(), a.x = x.get(), a.x_row_stride = x_s.stride();
     a.weight = w.get();
     if (with_residual) {
-      a.residual = res.get(), a.residual_row_stride = s.cols + res_s.pad;
-      a.residual_out = h.get(), a.residual_out_row_stride = s.cols + h_s.pad;
+      a.residual = res.get(), a.residual_row_stride = res_s.stride();
+      a.residual_out = h.get(), a.residual_out_row_stride = h_s.stride();
     }
     a.rstd = rstd.get(), a.rows = s.rows, a.cols = s.cols, a.x_dtype = dtype_traits<T>::tag;
     a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
     tk::rms_norm_forward(a, nullptr);
   } else {
     tk::layer_norm_forward_args a;
-    a.y = y.get(), a.y_row_stride = s.cols + y_s.pad, a.x = x.get(), a.x_row_stride = s.cols + x_s.pad;
+    a.y = y.get(), a.y_row_stride = y_s.stride(), a.x = x.get(), a.x_row_stride = x_s.stride();
     a.weight = w.get(), a.bias = with_bias ? b.get() : nullptr;
     if (with_residual) {
-      a.residual = res.get(), a.residual_row_stride = s.cols + res_s.pad;
-      a.residual_out = h.get(), a.residual_out_row_stride = s.cols + h_s.pad;
+      a.residual = res.get(), a.residual_row_stride = res_s.stride();
+      a.residual_out = h.get(), a.residual_out_row_stride = h_s.stride();
     }
     a.mean = mean.get(), a.rstd = rstd.get(), a.rows = s.rows, a.cols = s.cols, a.x_dtype = dtype_traits<T>::tag;
     a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
@@ -248,7 +249,7 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual, const 
                                   << (with_dresidual ? " dresidual" : "") << " pads " << pads.x << "/" << pads.other_in
                                   << "/" << pads.out << "/" << pads.extra);
   std::mt19937_64 rng(test_seed() + s.rows * 7919 + s.cols);
-  const int64_t stride = s.cols + s.pad;
+  const int64_t stride = s.stride();
   const size_t count = size_t(s.rows * stride);
   std::vector<float> u;
   const auto x_host = varied_rows<T>(s, rng, -1.f, 3.f, &u);
@@ -272,7 +273,7 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual, const 
   const shape x_s{s.rows, s.cols, pad_or(pads.x, s)}, dy_s{s.rows, s.cols, pad_or(pads.other_in, s)};
   const shape dx_s{s.rows, s.cols, pad_or(pads.out, s)}, dres_s{s.rows, s.cols, pad_or(pads.extra, s)};
   device_buffer<T> x(repad(x_host, s, x_s.pad, convert<T>(1000.f))), dy(repad(dy_host, s, dy_s.pad, convert<T>(1000.f)));
-  device_buffer<T> dres(repad(dres_host, s, dres_s.pad, convert<T>(1000.f))), dx(size_t(s.rows * (s.cols + dx_s.pad)));
+  device_buffer<T> dres(repad(dres_host, s, dres_s.pad, convert<T>(1000.f))), dx(size_t(s.rows * dx_s.stride()));
   device_buffer<W> w(w_host), dw(s.cols), db(s.cols);
   device_buffer<float> mean(mean_f), rstd(rstd_f);
   const size_t ws_bytes = k == kind::rms ? tk::rms_norm_backward_workspace_bytes(s.rows, s.cols)
@@ -281,19 +282,19 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual, const 
 
   if (k == kind::rms) {
     tk::rms_norm_backward_args a;
-    a.dx = dx.get(), a.dx_row_stride = s.cols + dx_s.pad, a.dweight = dw.get(), a.dy = dy.get();
-    a.dy_row_stride = s.cols + dy_s.pad, a.x = x.get(), a.x_row_stride = s.cols + x_s.pad, a.weight = w.get();
+    a.dx = dx.get(), a.dx_row_stride = dx_s.stride(), a.dweight = dw.get(), a.dy = dy.get();
+    a.dy_row_stride = dy_s.stride(), a.x = x.get(), a.x_row_stride = x_s.stride(), a.weight = w.get();
     a.rstd = saved_stats ? rstd.get() : nullptr;
-    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = s.cols + dres_s.pad;
+    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = dres_s.stride();
     a.workspace = workspace.get(), a.workspace_bytes = ws_bytes, a.rows = s.rows, a.cols = s.cols;
     a.x_dtype = dtype_traits<T>::tag, a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
     tk::rms_norm_backward(a, nullptr);
   } else {
     tk::layer_norm_backward_args a;
-    a.dx = dx.get(), a.dx_row_stride = s.cols + dx_s.pad, a.dweight = dw.get(), a.dbias = db.get(), a.dy = dy.get();
-    a.dy_row_stride = s.cols + dy_s.pad, a.x = x.get(), a.x_row_stride = s.cols + x_s.pad, a.weight = w.get();
+    a.dx = dx.get(), a.dx_row_stride = dx_s.stride(), a.dweight = dw.get(), a.dbias = db.get(), a.dy = dy.get();
+    a.dy_row_stride = dy_s.stride(), a.x = x.get(), a.x_row_stride = x_s.stride(), a.weight = w.get();
     a.mean = saved_stats ? mean.get() : nullptr, a.rstd = saved_stats ? rstd.get() : nullptr;
-    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = s.cols + dres_s.pad;
+    if (with_dresidual) a.dresidual_out = dres.get(), a.dresidual_out_row_stride = dres_s.stride();
     a.workspace = workspace.get(), a.workspace_bytes = ws_bytes, a.rows = s.rows, a.cols = s.cols;
     a.x_dtype = dtype_traits<T>::tag, a.weight_dtype = dtype_traits<W>::tag, a.eps = float(eps);
     tk::layer_norm_backward(a, nullptr);
