@@ -7,7 +7,8 @@
 // * device_buffer<T>: an owning device allocation, poisoned (all bits 1, NaN
 //   for float types) on creation so unwritten outputs are caught.
 // * random inputs (fixed seed per test, overridable with TILEKIT_TEST_SEED),
-//   relative error ||out - ref|| / ||ref|| in double precision.
+//   relative error ||out - ref|| / ||ref|| in double precision, and each element's error against
+//   max(|ref|, rms(ref)) (compare_each, TILEKIT_EXPECT_CLOSE_EACH).
 // * small_problems(): TILEKIT_TEST_SMALL=1 asks the tests that honour it for smaller problems
 //   (same code paths, fewer rows and launches), for compute-sanitizer runs, which are 100x+
 //   slower than the plain ones.
@@ -15,11 +16,13 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tilekit/core/dtypes.cuh"
@@ -129,10 +132,26 @@ inline double to_double<double>(double x) {
   return x;
 }
 
+// Half the smallest subnormal step of T: a correctly rounded T result whose reference lies in
+// T's subnormal range is off by up to this much, however small the reference (fp16: 2^-25, 2^-24
+// being fp16's smallest subnormal, ~3e-8; fp16 probabilities and gradients of rows of 100K+
+// columns, ~1e-5, are subnormal at 2^-14).
+template <class T>
+constexpr double half_subnormal_step() {
+  if constexpr (std::is_same_v<T, fp16>) return 0x1p-25;
+  else if constexpr (std::is_same_v<T, bf16>) return 0x1p-134;
+  else if constexpr (std::is_same_v<T, float>) return 0x1p-150;
+  else return 0.0;
+}
+
 struct error_stats {
   double relative = 0;   // ||out - ref||_2 / ||ref||_2
   double max_abs = 0;    // max |out - ref|
   size_t nonfinite = 0;  // NaN / inf outputs where the reference is finite
+  // compare_each only: max over elements of (|out - ref| - half_subnormal_step<T>()) /
+  // max(|ref|, floor), and the element where it is reached.
+  double max_scaled = 0;
+  size_t worst = 0;
 };
 
 template <class T, class R>
@@ -154,6 +173,41 @@ error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
   return s;
 }
 
+// compare() and each element's error against max(|ref|, floor): the norm-wise error averages, so
+// a few wrong rows or columns hardly move it (one row of 1200 wrong by 30% moves it by ~0.9%);
+// element by element they stand out. The floor keeps the references near 0 (cancellation, a
+// centred row's middle values) from asking for more than the rounding of the typical values
+// gives. floor < 0: rms(ref), or with row_length > 0 the rms of the element's row of ref (rows of
+// very different scales: softmax rows of different spreads).
+template <class T, class R>
+error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1,
+                         size_t row_length = 0) {
+  error_stats s = compare(out, ref);
+  const size_t n = std::min(out.size(), ref.size());
+  const size_t run = floor < 0 && row_length > 0 ? row_length : std::max<size_t>(ref.size(), 1);
+  for (size_t begin = 0; begin < n; begin += run) {
+    const size_t end = std::min(begin + run, n);
+    double row_floor = floor;
+    if (row_floor < 0) {
+      double sq = 0;
+      for (size_t i = begin; i < end; ++i) sq += to_double(ref[i]) * to_double(ref[i]);
+      row_floor = std::sqrt(sq / double(end - begin));
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const double o = to_double(out[i]), r = to_double(ref[i]);
+      if (!std::isfinite(o) && std::isfinite(r)) continue;  // counted in nonfinite
+      const double error = std::max(std::abs(o - r) - half_subnormal_step<T>(), 0.0);
+      const double scale = std::max(std::abs(r), row_floor);
+      const double scaled = scale > 0 ? error / scale : error > 0 ? INFINITY : error == 0 ? 0.0 : NAN;
+      // A NaN (NaN reference) is the worst and stays so.
+      if (std::isnan(scaled) ? !std::isnan(s.max_scaled) : scaled > s.max_scaled) {
+        s.max_scaled = scaled, s.worst = i;
+      }
+    }
+  }
+  return s;
+}
+
 // Typical relative-error bounds for results rounded to T (fp32 accumulation).
 template <class T>
 constexpr double tolerance() {
@@ -172,4 +226,23 @@ constexpr double tolerance() {
     EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                  \
     EXPECT_LE(_s.relative, (tol)) << "relative error " << _s.relative << " (max abs " \
                                   << _s.max_abs << ")";                                \
+  } while (0)
+
+// TILEKIT_EXPECT_CLOSE, and EXPECT that every element of `out` is within tol * max(|ref|, rms(ref))
+// of `ref` (less half of T's subnormal step; compare_each); _ROWS: rms of the element's row of
+// `row_length` elements.
+#define TILEKIT_EXPECT_CLOSE_EACH(out, ref, tol) TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, 0)
+#define TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, row_length)                               \
+  do {                                                                                         \
+    namespace _tt = ::tilekit::testing;                                                        \
+    const auto& _o = (out);                                                                    \
+    const auto& _r = (ref);                                                                    \
+    const auto _s = _tt::compare_each(_o, _r, -1.0, size_t(row_length));                       \
+    EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                          \
+    EXPECT_LE(_s.relative, (tol)) << "relative error " << _s.relative << " (max abs "          \
+                                  << _s.max_abs << ")";                                        \
+    EXPECT_LE(_s.max_scaled, (tol)) << "element " << _s.worst << ": "                          \
+                                    << _tt::to_double(_o[_s.worst]) << " against "             \
+                                    << _tt::to_double(_r[_s.worst]) << " (relative error of "  \
+                                    << "the whole " << _s.relative << ")";                     \
   } while (0)
