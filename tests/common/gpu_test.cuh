@@ -178,27 +178,41 @@ error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
 // element by element they stand out. The floor keeps the references near 0 (cancellation, a
 // centred row's middle values) from asking for more than the rounding of the typical values
 // gives. floor < 0: rms(ref), or with row_length > 0 the rms of the element's row of ref (rows of
-// very different scales: softmax rows of different spreads).
+// very different scales: softmax rows of different spreads), of its finite references. A
+// non-finite reference is met only by the same value (max_scaled NaN otherwise).
 template <class T, class R>
 error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1,
                          size_t row_length = 0) {
   error_stats s = compare(out, ref);
   const size_t n = std::min(out.size(), ref.size());
+  if (out.size() != ref.size()) {
+    ADD_FAILURE() << "compare_each: " << out.size() << " outputs, " << ref.size() << " references";
+  }
+  if (row_length > 0 && n % row_length != 0) {
+    ADD_FAILURE() << "compare_each: " << n << " elements are not rows of " << row_length;
+  }
   const size_t run = floor < 0 && row_length > 0 ? row_length : std::max<size_t>(ref.size(), 1);
   for (size_t begin = 0; begin < n; begin += run) {
     const size_t end = std::min(begin + run, n);
     double row_floor = floor;
     if (row_floor < 0) {
       double sq = 0;
-      for (size_t i = begin; i < end; ++i) sq += to_double(ref[i]) * to_double(ref[i]);
-      row_floor = std::sqrt(sq / double(end - begin));
+      size_t finite = 0;  // the rms of the finite references (a NaN or inf one fails below)
+      for (size_t i = begin; i < end; ++i)
+        if (std::isfinite(to_double(ref[i]))) sq += to_double(ref[i]) * to_double(ref[i]), ++finite;
+      row_floor = finite > 0 ? std::sqrt(sq / double(finite)) : 0.0;
     }
     for (size_t i = begin; i < end; ++i) {
       const double o = to_double(out[i]), r = to_double(ref[i]);
       if (!std::isfinite(o) && std::isfinite(r)) continue;  // counted in nonfinite
-      const double error = std::max(std::abs(o - r) - half_subnormal_step<T>(), 0.0);
-      const double scale = std::max(std::abs(r), row_floor);
-      const double scaled = scale > 0 ? error / scale : error > 0 ? INFINITY : error == 0 ? 0.0 : NAN;
+      double scaled;
+      if (!std::isfinite(r)) {  // a non-finite reference: met exactly (the same inf, or NaN) or not
+        scaled = o == r || (std::isnan(o) && std::isnan(r)) ? 0.0 : NAN;
+      } else {
+        const double error = std::max(std::abs(o - r) - half_subnormal_step<T>(), 0.0);
+        const double scale = std::max(std::abs(r), row_floor);
+        scaled = scale > 0 ? error / scale : error > 0 ? INFINITY : 0.0;
+      }
       // A NaN (NaN reference) is the worst and stays so.
       if (std::isnan(scaled) ? !std::isnan(s.max_scaled) : scaled > s.max_scaled) {
         s.max_scaled = scaled, s.worst = i;
@@ -237,11 +251,12 @@ constexpr double tolerance() {
     namespace _tt = ::tilekit::testing;                                                        \
     const auto& _o = (out);                                                                    \
     const auto& _r = (ref);                                                                    \
+    const double _tol = (tol);                                                                 \
     const auto _s = _tt::compare_each(_o, _r, -1.0, size_t(row_length));                       \
     EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                          \
-    EXPECT_LE(_s.relative, (tol)) << "relative error " << _s.relative << " (max abs "          \
-                                  << _s.max_abs << ")";                                        \
-    EXPECT_LE(_s.max_scaled, (tol)) << "element " << _s.worst << ": "                          \
+    EXPECT_LE(_s.relative, _tol) << "relative error " << _s.relative << " (max abs "           \
+                                 << _s.max_abs << ")";                                         \
+    EXPECT_LE(_s.max_scaled, _tol) << "element " << _s.worst << ": "                           \
                                     << _tt::to_double(_o[_s.worst]) << " against "             \
                                     << _tt::to_double(_r[_s.worst]) << " (relative error of "  \
                                     << "the whole " << _s.relative << ")";                     \

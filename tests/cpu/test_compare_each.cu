@@ -1,6 +1,7 @@
 // CPU tests of the GPU suites' element-by-element check (tests/common/gpu_test.cuh,
 // compare_each): that it fails what the norm-wise check lets through, and passes the roundings
 // a correct kernel makes.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,7 +80,26 @@ TEST(CompareEach, NonFiniteOutputsCounted) {
   EXPECT_EQ(s.max_scaled, 0.0);
   std::vector<double> nan_ref = {1.0, NAN, 3.0};
   std::vector<float> finite = {1.0f, 2.0f, 3.0f};
-  EXPECT_TRUE(std::isnan(compare_each(finite, nan_ref).max_scaled)) << "a NaN reference cannot pass";
+  EXPECT_TRUE(std::isnan(compare_each(finite, nan_ref).max_scaled)) << "a NaN reference is met only by NaN";
+  const std::vector<float> nan_too = {1.0f, NAN, 3.0f};
+  EXPECT_EQ(compare_each(nan_too, nan_ref).max_scaled, 0.0);
+}
+
+// Misuse is reported, not silently measured: sizes that differ, rows that do not divide the
+// elements. A non-finite reference is met only by the same value (an inf by that inf, NaN by
+// NaN), and does not make its row's floor infinite (every other element of the row would then
+// pass whatever its error).
+TEST(CompareEach, MisuseAndInfiniteReferences) {
+  const std::vector<double> ref = {1.0, 2.0, 3.0, 4.0};
+  const std::vector<float> out = {1.0f, 2.0f, 3.0f};
+  EXPECT_NONFATAL_FAILURE(compare_each(out, ref), "3 outputs, 4 references");
+  const std::vector<float> same = {1.0f, 2.0f, 3.0f, 4.0f};
+  EXPECT_NONFATAL_FAILURE(compare_each(same, ref, -1.0, 3), "not rows of 3");
+  const std::vector<double> inf_ref = {1.0, INFINITY, 1.0, 1.0};
+  const std::vector<float> wrong = {1.0f, INFINITY, 1.5f, 1.0f};
+  EXPECT_NEAR(compare_each(wrong, inf_ref, -1.0, 4).max_scaled, 0.5, 1e-12);  // the inf met exactly
+  const std::vector<float> minus_inf = {1.0f, -INFINITY, 1.0f, 1.0f};
+  EXPECT_TRUE(std::isnan(compare_each(minus_inf, inf_ref).max_scaled));
 }
 
 }  // namespace
