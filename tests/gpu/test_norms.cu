@@ -568,17 +568,41 @@ TEST_F(Norms, Fp16RowsFp32Weight) {
   }
 }
 
+// fp64 dw = sum over rows of dy (x - mean) rstd and db = sum of dy, for dense [rows, cols] x and
+// dy; the rows' mean / rstd as given (saved statistics) or, where null, from x (mean 0 for
+// RMSNorm), as the kernels define them.
+void weight_gradients(kind k, const std::vector<bf16>& x, const std::vector<bf16>& dy, const shape& s,
+                      const std::vector<float>* saved_mean, const std::vector<float>* saved_rstd, double eps,
+                      std::vector<double>& dw, std::vector<double>& db) {
+  dw.assign(size_t(s.cols), 0.0), db.assign(size_t(s.cols), 0.0);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    double mean = 0, rstd = 0;
+    if (saved_rstd) {
+      mean = saved_mean ? double((*saved_mean)[size_t(r)]) : 0.0, rstd = double((*saved_rstd)[size_t(r)]);
+    } else {
+      reference_stats(k, x, s, r, eps, mean, rstd);
+    }
+    for (int64_t c = 0; c < s.cols; ++c) {
+      const size_t i = size_t(r * s.cols + c);
+      dw[size_t(c)] += to_double(dy[i]) * (to_double(x[i]) - mean) * rstd;
+      db[size_t(c)] += to_double(dy[i]);
+    }
+  }
+}
+
 // dw is reduced without atomics, and every worker's partial sums the same rows in every run
 // (the norm backward's one-CTA classes run paced: the static order's items, row_kernel.cuh
 // "Paced order"): three runs give the same bits. fp32 weights, so that dw is the fp32 sum
 // itself; rows of 1000 and 4097 columns with ~19 items per worker on 132 SMs (big enough for
 // the automatic order to pace them), where claimed items would change each worker's sums from
-// run to run.
+// run to run. The first run's dw is also checked against the fp64 sums (three runs of an
+// unwritten dw would agree too).
 TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
   for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}}) {
     std::mt19937_64 rng(test_seed());
     const size_t count = size_t(s.rows * s.cols);
-    device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
+    const std::vector<bf16> x_host = random_vector<bf16>(count, rng), dy_host = random_vector<bf16>(count, rng);
+    device_buffer<bf16> x(x_host), dy(dy_host), dx(count);
     device_buffer<float> w(random_vector<float>(s.cols, rng));
     const size_t ws_bytes = tk::rms_norm_backward_workspace_bytes(s.rows, s.cols);
     device_buffer<unsigned char> workspace(ws_bytes);
@@ -597,19 +621,25 @@ TEST_F(Norms, BackwardWeightGradientIsDeterministic) {
     for (int run = 1; run < 3; ++run)
       EXPECT_EQ(std::memcmp(runs[0].data(), runs[size_t(run)].data(), runs[0].size() * sizeof(float)), 0)
           << "dw differs between runs, cols=" << s.cols << ", run " << run;
+    std::vector<double> dw_ref, db_ref;
+    weight_gradients(kind::rms, x_host, dy_host, s, nullptr, nullptr, a.eps, dw_ref, db_ref);
+    SCOPED_TRACE(::testing::Message() << "dw against the reference, cols=" << s.cols);
+    TILEKIT_EXPECT_CLOSE_EACH(runs[0], dw_ref, output_tolerance<float>());
   }
 }
 // The same for the LayerNorm's dw and db, with saved statistics (the paced one-CTA classes, the
-// static 16K class and clusters) and without.
+// static 16K class and clusters) and without, the first run against the fp64 sums.
 TEST_F(Norms, LayerBackwardGradientsAreDeterministic) {
   for (const shape s : {shape{40000, 1000, 0}, shape{5000, 4097, 0}, shape{1200, 16384, 0}, shape{300, 65536, 0}}) {
     for (const bool saved : {true, false}) {
       std::mt19937_64 rng(test_seed());
       const size_t count = size_t(s.rows * s.cols);
-      device_buffer<bf16> x(random_vector<bf16>(count, rng)), dy(random_vector<bf16>(count, rng)), dx(count);
+      const std::vector<bf16> x_host = random_vector<bf16>(count, rng), dy_host = random_vector<bf16>(count, rng);
+      device_buffer<bf16> x(x_host), dy(dy_host), dx(count);
       device_buffer<float> w(random_vector<float>(s.cols, rng, 0.5f, 1.5f));
-      device_buffer<float> mean(random_vector<float>(size_t(s.rows), rng, -0.1f, 0.1f));
-      device_buffer<float> rstd(random_vector<float>(size_t(s.rows), rng, 1.5f, 1.9f));
+      const std::vector<float> mean_host = random_vector<float>(size_t(s.rows), rng, -0.1f, 0.1f);
+      const std::vector<float> rstd_host = random_vector<float>(size_t(s.rows), rng, 1.5f, 1.9f);
+      device_buffer<float> mean(mean_host), rstd(rstd_host);
       const size_t ws_bytes = tk::layer_norm_backward_workspace_bytes(s.rows, s.cols);
       device_buffer<unsigned char> workspace(ws_bytes);
       tk::layer_norm_backward_args a;
@@ -632,6 +662,12 @@ TEST_F(Norms, LayerBackwardGradientsAreDeterministic) {
         EXPECT_EQ(std::memcmp(dbs[0].data(), dbs[size_t(run)].data(), dbs[0].size() * sizeof(float)), 0)
             << "db differs between runs, cols=" << s.cols << (saved ? " saved" : " recomputed") << ", run " << run;
       }
+      std::vector<double> dw_ref, db_ref;
+      weight_gradients(kind::layer, x_host, dy_host, s, saved ? &mean_host : nullptr, saved ? &rstd_host : nullptr,
+                       a.eps, dw_ref, db_ref);
+      SCOPED_TRACE(::testing::Message() << "against the reference, cols=" << s.cols << (saved ? " saved" : " recomputed"));
+      TILEKIT_EXPECT_CLOSE_EACH(dws[0], dw_ref, output_tolerance<float>());
+      TILEKIT_EXPECT_CLOSE_EACH(dbs[0], db_ref, output_tolerance<float>());
     }
   }
 }

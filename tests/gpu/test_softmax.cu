@@ -407,7 +407,8 @@ TEST_F(Softmax, BackwardFp16AndStrided) {
 }
 
 // The forward followed by the backward with dy = 1 everywhere gives dx = y * (1 - 1) = 0:
-// a cheap end-to-end identity (sum of a softmax row is 1) that does not use the reference.
+// a cheap end-to-end identity (sum of a softmax row is 1) that does not need the reference
+// (the forward's y is checked against it too: an unwritten y would pass the identity as NaN).
 TEST_F(Softmax, BackwardOfConstantUpstreamIsZero) {
   const shape s{4, 65543, 0};
   std::mt19937_64 rng(test_seed());
@@ -435,11 +436,18 @@ TEST_F(Softmax, BackwardOfConstantUpstreamIsZero) {
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<float> dx = dx_device.download();
   const std::vector<float> y = y_device.download();
+  // y itself against the reference (an unwritten y, NaN poison, would make dx NaN, which a
+  // max over |dx| alone would not see).
+  TILEKIT_EXPECT_CLOSE_EACH_ROWS(y, softmax_reference(x, s), tolerance_for<float>(), s.cols);
   double max_dx = 0, max_y = 0;
+  size_t nonfinite = 0;
   for (size_t i = 0; i < dx.size(); ++i) {
+    if (!std::isfinite(dx[i]) || !std::isfinite(y[i])) ++nonfinite;
     max_dx = std::max(max_dx, double(std::abs(dx[i])));
     max_y = std::max(max_y, double(y[i]));
   }
+  EXPECT_EQ(nonfinite, 0u) << "non-finite or unwritten y / dx";
+  EXPECT_GT(max_y, 0.0);
   // |dx| = y * |1 - sum y| <= max y * (fp32 rounding of a sum of 65543 terms ~ 1e-5).
   EXPECT_LE(max_dx, max_y * 1e-5);
 }
