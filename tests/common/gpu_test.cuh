@@ -113,6 +113,16 @@ template <class T>
 uint32_t poison_bits() {
   return sizeof(T) == 4 ? 0xFFFFFFFFu : (1u << (8 * sizeof(T))) - 1;
 }
+// Elements of the padding columns [cols, stride) of a [rows, stride] buffer, downloaded from a
+// poisoned device_buffer, that no longer hold the poison: writes outside the rows.
+template <class T>
+size_t padding_written(const std::vector<T>& strided, int64_t rows, int64_t cols, int64_t stride) {
+  size_t written = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = cols; c < stride; ++c)
+      written += raw_bits(strided[size_t(r * stride + c)]) != poison_bits<T>();
+  return written;
+}
 
 // Uniform random values in [lo, hi), rounded to T.
 template <class T>

@@ -1,6 +1,6 @@
 // CPU tests of the GPU suites' element-by-element check (tests/common/gpu_test.cuh,
 // compare_each): that it fails what the norm-wise check lets through, and passes the roundings
-// a correct kernel makes.
+// a correct kernel makes; and of padding_written, the suites' check of the padding between rows.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -100,6 +100,18 @@ TEST(CompareEach, MisuseAndInfiniteReferences) {
   EXPECT_NEAR(compare_each(wrong, inf_ref, -1.0, 4).max_scaled, 0.5, 1e-12);  // the inf met exactly
   const std::vector<float> minus_inf = {1.0f, -INFINITY, 1.0f, 1.0f};
   EXPECT_TRUE(std::isnan(compare_each(minus_inf, inf_ref).max_scaled));
+}
+
+// Only padding columns that lost device_buffer's poison bits count; the rows' own columns do not.
+TEST(PaddingWritten, CountsWritesOutsideTheRows) {
+  const int64_t rows = 3, cols = 5, stride = 8;
+  std::vector<bf16> strided(size_t(rows * stride), from_raw_bits<bf16>(poison_bits<bf16>()));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) strided[size_t(r * stride + c)] = convert<bf16>(1.f);
+  EXPECT_EQ(padding_written(strided, rows, cols, stride), 0u);
+  strided[size_t(1 * stride + 6)] = convert<bf16>(0.f);
+  strided[size_t(2 * stride + 7)] = from_raw_bits<bf16>(0x7FFFu);  // a NaN, but not the poison
+  EXPECT_EQ(padding_written(strided, rows, cols, stride), 2u);
 }
 
 }  // namespace
