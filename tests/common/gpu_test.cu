@@ -1,6 +1,8 @@
 #include "common/gpu_test.cuh"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "tilekit/core/device.cuh"
@@ -25,6 +27,19 @@ uint64_t test_seed() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "";
   return base ^ std::hash<std::string>{}(name);
+}
+
+void report_close(const char* file, int line, const error_stats& s, double tol) {
+  static const bool requested = [] {
+    const char* v = std::getenv("TILEKIT_TEST_REPORT");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  if (!requested) return;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const char* base = std::strrchr(file, '/');
+  std::printf("[close] %s.%s %s:%d max_scaled %.3g tol %.3g (%.3g of it) relative %.3g\n",
+              info ? info->test_suite_name() : "-", info ? info->name() : "-", base ? base + 1 : file, line,
+              s.max_scaled, tol, tol > 0 ? s.max_scaled / tol : 0.0, s.relative);
 }
 
 }  // namespace tilekit::testing

@@ -7,8 +7,9 @@
 // * device_buffer<T>: an owning device allocation, poisoned (all bits 1, NaN
 //   for float types) on creation so unwritten outputs are caught.
 // * random inputs (fixed seed per test, overridable with TILEKIT_TEST_SEED),
-//   relative error ||out - ref|| / ||ref|| in double precision, and each element's error against
-//   max(|ref|, rms(ref)) (compare_each, TILEKIT_EXPECT_CLOSE_EACH).
+//   relative error ||out - ref|| / ||ref|| in double precision, and each element's error beyond
+//   its rounding to T against its own scale (compare_scaled, compare_each,
+//   TILEKIT_EXPECT_CLOSE_SCALED / _EACH; TILEKIT_TEST_REPORT=1 prints each check's margin).
 // * small_problems(): TILEKIT_TEST_SMALL=1 asks the tests that honour it for smaller problems
 //   (same code paths, fewer rows and launches), for compute-sanitizer runs, which are 100x+
 //   slower than the plain ones.
@@ -142,24 +143,32 @@ inline double to_double<double>(double x) {
   return x;
 }
 
-// Half the smallest subnormal step of T: a correctly rounded T result whose reference lies in
-// T's subnormal range is off by up to this much, however small the reference (fp16: 2^-25, 2^-24
-// being fp16's smallest subnormal, ~3e-8; fp16 probabilities and gradients of rows of 100K+
-// columns, ~1e-5, are subnormal at 2^-14).
+// Half the spacing of T's values at magnitude |v| (half an ulp): how far rounding an exact
+// result to T may move it. bf16 / fp16 / fp32 carry 8 / 11 / 24 significant bits, so at 1 that is
+// 2^-8 / 2^-11 / 2^-24; below T's smallest normal (2^-126 / 2^-14 / 2^-126) it is half the
+// subnormal step (fp16: 2^-25, however small v). Other types (double): 0, exact.
 template <class T>
-constexpr double half_subnormal_step() {
-  if constexpr (std::is_same_v<T, fp16>) return 0x1p-25;
-  else if constexpr (std::is_same_v<T, bf16>) return 0x1p-134;
-  else if constexpr (std::is_same_v<T, float>) return 0x1p-150;
+double half_ulp(double v) {
+  int bits = 0, min_exponent = 0;
+  if constexpr (std::is_same_v<T, bf16>) bits = 8, min_exponent = -126;
+  else if constexpr (std::is_same_v<T, fp16>) bits = 11, min_exponent = -14;
+  else if constexpr (std::is_same_v<T, float>) bits = 24, min_exponent = -126;
   else return 0.0;
+  int exponent = min_exponent;  // 2^exponent <= |v| < 2^(exponent + 1), or T's smallest normal's
+  if (std::isfinite(v) && v != 0) {
+    int f = 0;
+    std::frexp(v, &f);  // |v| = m 2^f, m in [0.5, 1)
+    exponent = std::max(f - 1, min_exponent);
+  }
+  return std::ldexp(1.0, exponent - bits);
 }
 
 struct error_stats {
   double relative = 0;   // ||out - ref||_2 / ||ref||_2
   double max_abs = 0;    // max |out - ref|
   size_t nonfinite = 0;  // NaN / inf outputs where the reference is finite
-  // compare_each only: max over elements of (|out - ref| - half_subnormal_step<T>()) /
-  // max(|ref|, floor), and the element where it is reached.
+  // compare_scaled / compare_each only: the largest error beyond T's rounding, max over elements
+  // of max(|out - ref| - half_ulp<T>(max(|out|, |ref|)), 0) / scale, and where it is.
   double max_scaled = 0;
   size_t worst = 0;
 };
@@ -183,54 +192,78 @@ error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
   return s;
 }
 
-// compare() and each element's error against max(|ref|, floor): the norm-wise error averages, so
-// a few wrong rows or columns hardly move it (one row of 1200 wrong by 30% moves it by ~0.9%);
-// element by element they stand out. The floor keeps the references near 0 (cancellation, a
-// centred row's middle values) from asking for more than the rounding of the typical values
-// gives. floor < 0: rms(ref), or with row_length > 0 the rms of the element's row of ref (rows of
-// very different scales: softmax rows of different spreads), of its finite references. A
-// non-finite reference is met only by the same value (max_scaled NaN otherwise).
+// compare() and each element's error beyond T's rounding against its own scale: a kernel that
+// computes in fp32 from the reference's inputs and rounds once to T returns round_T(c) with c
+// within e of the exact value, so |out - ref| <= half_ulp<T>(max(|out|, |ref|)) + e (the binade of
+// c is at most that of round_T(c)). The rounding is left out and e / scale is what is measured,
+// so the bound is the fp32 computation's (~1e-5 of the scale), not T's (bf16: 4e-3): a row off by
+// 0.1%, or one wrong partial of 256 in a sum, fails in bf16 too. The norm-wise error averages
+// (one row of 1200 wrong by 30% moves it by ~0.9%); element by element it stands out. The scale
+// is the size of the terms whose fp32 rounding e comes from (the element's own terms, or a
+// floor where references near 0 come from cancellation). A non-finite reference is met only by
+// the same value (max_scaled NaN otherwise).
 template <class T, class R>
-error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1,
-                         size_t row_length = 0) {
+error_stats compare_scaled(const std::vector<T>& out, const std::vector<R>& ref, const std::vector<double>& scale) {
   error_stats s = compare(out, ref);
-  const size_t n = std::min(out.size(), ref.size());
-  if (out.size() != ref.size()) {
-    ADD_FAILURE() << "compare_each: " << out.size() << " outputs, " << ref.size() << " references";
+  if (out.size() != ref.size() || scale.size() != ref.size()) {
+    ADD_FAILURE() << "compare_scaled: " << out.size() << " outputs, " << ref.size() << " references, "
+                  << scale.size() << " scales";
   }
+  const size_t n = std::min({out.size(), ref.size(), scale.size()});
+  for (size_t i = 0; i < n; ++i) {
+    const double o = to_double(out[i]), r = to_double(ref[i]);
+    if (!std::isfinite(o) && std::isfinite(r)) continue;  // counted in nonfinite
+    double scaled;
+    if (!std::isfinite(r)) {  // a non-finite reference: met exactly (the same inf, or NaN) or not
+      scaled = o == r || (std::isnan(o) && std::isnan(r)) ? 0.0 : NAN;
+    } else {
+      const double error = std::max(std::abs(o - r) - half_ulp<T>(std::max(std::abs(o), std::abs(r))), 0.0);
+      scaled = scale[i] > 0 ? error / scale[i] : error > 0 ? INFINITY : 0.0;
+    }
+    // A NaN (NaN reference) is the worst and stays so.
+    if (std::isnan(scaled) ? !std::isnan(s.max_scaled) : scaled > s.max_scaled) s.max_scaled = scaled, s.worst = i;
+  }
+  return s;
+}
+
+// Scales max(|ref|, floor); floor < 0: the rms of ref's finite values, or with row_length > 0 the
+// rms of the element's row of row_length references (rows of very different scales).
+template <class R>
+std::vector<double> floored_scales(const std::vector<R>& ref, double floor = -1, size_t row_length = 0) {
+  const size_t n = ref.size();
   if (row_length > 0 && n % row_length != 0) {
-    ADD_FAILURE() << "compare_each: " << n << " elements are not rows of " << row_length;
+    ADD_FAILURE() << "floored_scales: " << n << " elements are not rows of " << row_length;
   }
-  const size_t run = floor < 0 && row_length > 0 ? row_length : std::max<size_t>(ref.size(), 1);
+  std::vector<double> scale(n);
+  const size_t run = floor < 0 && row_length > 0 ? row_length : std::max<size_t>(n, 1);
   for (size_t begin = 0; begin < n; begin += run) {
     const size_t end = std::min(begin + run, n);
     double row_floor = floor;
     if (row_floor < 0) {
       double sq = 0;
-      size_t finite = 0;  // the rms of the finite references (a NaN or inf one fails below)
+      size_t finite = 0;  // the rms of the finite references (a NaN or inf one fails by itself)
       for (size_t i = begin; i < end; ++i)
         if (std::isfinite(to_double(ref[i]))) sq += to_double(ref[i]) * to_double(ref[i]), ++finite;
       row_floor = finite > 0 ? std::sqrt(sq / double(finite)) : 0.0;
     }
     for (size_t i = begin; i < end; ++i) {
-      const double o = to_double(out[i]), r = to_double(ref[i]);
-      if (!std::isfinite(o) && std::isfinite(r)) continue;  // counted in nonfinite
-      double scaled;
-      if (!std::isfinite(r)) {  // a non-finite reference: met exactly (the same inf, or NaN) or not
-        scaled = o == r || (std::isnan(o) && std::isnan(r)) ? 0.0 : NAN;
-      } else {
-        const double error = std::max(std::abs(o - r) - half_subnormal_step<T>(), 0.0);
-        const double scale = std::max(std::abs(r), row_floor);
-        scaled = scale > 0 ? error / scale : error > 0 ? INFINITY : 0.0;
-      }
-      // A NaN (NaN reference) is the worst and stays so.
-      if (std::isnan(scaled) ? !std::isnan(s.max_scaled) : scaled > s.max_scaled) {
-        s.max_scaled = scaled, s.worst = i;
-      }
+      const double r = to_double(ref[i]);
+      scale[i] = std::max(std::isfinite(r) ? std::abs(r) : 0.0, row_floor);
     }
   }
-  return s;
+  return scale;
 }
+
+// compare_scaled against max(|ref|, floor) (floored_scales).
+template <class T, class R>
+error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1,
+                         size_t row_length = 0) {
+  return compare_scaled(out, ref, floored_scales(ref, floor, row_length));
+}
+
+// TILEKIT_TEST_REPORT=1: every TILEKIT_EXPECT_CLOSE_SCALED / _EACH prints its measured
+// max_scaled and its bound, so that one GPU run gives each check's margin.
+void report_close(const char* file, int line, const error_stats& s, double tol);
 
 // Typical relative-error bounds for results rounded to T (fp32 accumulation).
 template <class T>
@@ -252,20 +285,27 @@ constexpr double tolerance() {
                                   << _s.max_abs << ")";                                \
   } while (0)
 
-// TILEKIT_EXPECT_CLOSE, and EXPECT that every element of `out` is within tol * max(|ref|, rms(ref))
-// of `ref` (less half of T's subnormal step; compare_each); _ROWS: rms of the element's row of
+// EXPECT that no output is non-finite where its reference is finite and that every element of
+// `out` is within T's rounding plus tol * scale[i] of `ref` (compare_scaled). tol is the fp32
+// computation's error, not T's: see compare_scaled.
+#define TILEKIT_EXPECT_CLOSE_SCALED(out, ref, scale, tol) TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, (scale), tol)
+
+// The same against max(|ref|, rms(ref)) (floored_scales); _ROWS: the rms of the element's row of
 // `row_length` elements.
 #define TILEKIT_EXPECT_CLOSE_EACH(out, ref, tol) TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, 0)
-#define TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, row_length)                               \
+#define TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, row_length) \
+  TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, _tt::floored_scales(_r, -1.0, size_t(row_length)), tol)
+
+// out, ref and tol evaluated once; make_scale may name the reference as _r.
+#define TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, make_scale, tol)                                  \
   do {                                                                                         \
     namespace _tt = ::tilekit::testing;                                                        \
     const auto& _o = (out);                                                                    \
     const auto& _r = (ref);                                                                    \
     const double _tol = (tol);                                                                 \
-    const auto _s = _tt::compare_each(_o, _r, -1.0, size_t(row_length));                       \
+    const auto _s = _tt::compare_scaled(_o, _r, make_scale);                                   \
+    _tt::report_close(__FILE__, __LINE__, _s, _tol);                                           \
     EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                          \
-    EXPECT_LE(_s.relative, _tol) << "relative error " << _s.relative << " (max abs "           \
-                                 << _s.max_abs << ")";                                         \
     EXPECT_LE(_s.max_scaled, _tol) << "element " << _s.worst << ": "                           \
                                     << _tt::to_double(_o[_s.worst]) << " against "             \
                                     << _tt::to_double(_r[_s.worst]) << " (relative error of "  \

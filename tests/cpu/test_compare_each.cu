@@ -1,11 +1,14 @@
 // CPU tests of the GPU suites' element-by-element check (tests/common/gpu_test.cuh,
-// compare_each): that it fails what the norm-wise check lets through, and passes the roundings
-// a correct kernel makes; and of padding_written, the suites' check of the padding between rows.
+// compare_scaled / compare_each): that it fails what the norm-wise check lets through, that it
+// leaves out exactly T's rounding (half_ulp) and so catches errors far below it, and passes the
+// roundings a correct kernel makes; and of padding_written, the suites' check of the padding
+// between rows.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "common/gpu_test.cuh"
@@ -22,7 +25,8 @@ TEST(CompareEach, OneWrongRowFailsWhatTheNormPasses) {
   for (size_t i = 0; i < ref.size(); ++i) ref[i] = 1.0 + 0.5 * std::sin(double(i));
   std::vector<bf16> out(ref.size());
   for (size_t i = 0; i < ref.size(); ++i) out[i] = convert<bf16>(float(ref[i]));
-  EXPECT_LT(compare_each(out, ref).max_scaled, 1e-2) << "bf16 rounding alone";
+  // bf16 rounding alone (of float(ref): the double rounding adds at most fp32's half ulp).
+  EXPECT_LE(compare_each(out, ref).max_scaled, 0x1p-24);
   for (int64_t c = 0; c < cols; ++c) {
     const size_t i = size_t(700 * cols + c);
     out[i] = convert<bf16>(float(1.3 * ref[i]));
@@ -97,9 +101,67 @@ TEST(CompareEach, MisuseAndInfiniteReferences) {
   EXPECT_NONFATAL_FAILURE(compare_each(same, ref, -1.0, 3), "not rows of 3");
   const std::vector<double> inf_ref = {1.0, INFINITY, 1.0, 1.0};
   const std::vector<float> wrong = {1.0f, INFINITY, 1.5f, 1.0f};
-  EXPECT_NEAR(compare_each(wrong, inf_ref, -1.0, 4).max_scaled, 0.5, 1e-12);  // the inf met exactly
+  // The inf met exactly; 1.5 against 1: 0.5 less fp32's half ulp at 1.5.
+  EXPECT_DOUBLE_EQ(compare_each(wrong, inf_ref, -1.0, 4).max_scaled, 0.5 - 0x1p-24);
   const std::vector<float> minus_inf = {1.0f, -INFINITY, 1.0f, 1.0f};
   EXPECT_TRUE(std::isnan(compare_each(minus_inf, inf_ref).max_scaled));
+}
+
+// half_ulp: half the spacing of T at |v|, and below T's smallest normal half the subnormal step.
+TEST(HalfUlp, Values) {
+  EXPECT_EQ(half_ulp<bf16>(1.0), 0x1p-8);
+  EXPECT_EQ(half_ulp<bf16>(1.99), 0x1p-8);
+  EXPECT_EQ(half_ulp<bf16>(-2.0), 0x1p-7);
+  EXPECT_EQ(half_ulp<bf16>(0.0), 0x1p-134);
+  EXPECT_EQ(half_ulp<fp16>(1.0), 0x1p-11);
+  EXPECT_EQ(half_ulp<fp16>(40000.0), 0x1p+4);
+  EXPECT_EQ(half_ulp<fp16>(0x1p-14), 0x1p-25);
+  EXPECT_EQ(half_ulp<fp16>(1e-7), 0x1p-25);
+  EXPECT_EQ(half_ulp<float>(1.0), 0x1p-24);
+  EXPECT_EQ(half_ulp<float>(0x1p-130), 0x1p-150);
+  EXPECT_EQ(half_ulp<double>(1.0), 0.0);
+}
+
+// It bounds the rounding of every value, and tightly: some values of each binade are rounded by
+// nearly all of it.
+template <class T>
+void expect_half_ulp_bounds_rounding(double lo, double hi) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> log_magnitude(lo, hi);
+  double tightest = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const double v = (i % 2 ? -1 : 1) * std::exp2(log_magnitude(rng));
+    const double rounding = std::abs(to_double(convert<T>(float(v))) - double(float(v)));
+    ASSERT_LE(rounding, half_ulp<T>(float(v))) << v;
+    tightest = std::max(tightest, rounding / half_ulp<T>(float(v)));
+  }
+  EXPECT_GT(tightest, 0.99);
+}
+TEST(HalfUlp, BoundsTheRounding) {
+  expect_half_ulp_bounds_rounding<bf16>(-40, 40);
+  expect_half_ulp_bounds_rounding<fp16>(-26, 15);  // subnormals included
+}
+
+// A bf16 row scaled by 1.001 (one partial of 1000 missing from a sum): 0.1%, within bf16's
+// 2^-8 rounding and its norm-wise 1e-2, but the error beyond the rounding is ~1e-3 of some of
+// the row's elements; correctly rounded fp32 results (here within 1e-6 of the reference) stay
+// within 1e-6.
+TEST(CompareScaled, CatchesErrorsBelowTheRounding) {
+  const size_t cols = 512;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> dist(-3, 3), jitter(-1e-6, 1e-6);
+  std::vector<double> ref(2 * cols);
+  for (double& v : ref) v = dist(rng);
+  std::vector<bf16> out(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) out[i] = convert<bf16>(float(ref[i] * (1 + jitter(rng))));
+  const std::vector<double> scale = floored_scales(ref, 0.0);  // |ref|
+  EXPECT_LE(compare_scaled(out, ref, scale).max_scaled, 1.1e-6);
+  for (size_t i = cols; i < 2 * cols; ++i) out[i] = convert<bf16>(float(ref[i] * 1.001));
+  const error_stats s = compare_scaled(out, ref, scale);
+  EXPECT_LT(s.relative, 4e-3) << "bf16's norm-wise bound would pass";
+  EXPECT_GT(s.max_scaled, 5e-4);
+  EXPECT_GE(s.worst, cols) << "the worst element is in the scaled row";
+  EXPECT_NONFATAL_FAILURE(compare_scaled(out, ref, std::vector<double>(3, 1.0)), "3 scales");
 }
 
 // Only padding columns that lost device_buffer's poison bits count; the rows' own columns do not.

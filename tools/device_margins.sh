@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The element checks' margins from one GPU call: build the kernel suites' test binaries (every
+# dtype), run each in shards side by side with TILEKIT_TEST_REPORT=1 (gpu_test.cuh:
+# report_close prints each TILEKIT_EXPECT_CLOSE_SCALED / _EACH's max_scaled and its bound), and
+# print the failures and, per test and check line, the largest fraction of its bound used. On
+# the device machine a fresh build of the three suites takes ~270-380 s, the run ~70 s.
+#
+# Usage, from the repository root:
+#   [TARGETS="test_softmax ..."] [SHARDS="test_softmax:2 ..."] tools/device_margins.sh
+#
+#   TARGETS  CMake targets to build (default the three kernel suites and test_compare_each).
+#   SHARDS   binary:shards to run (default test_norms:3 test_softmax:2 test_cross_entropy:3).
+# Logs: $OUT/<binary>.<shard>.log (at most 8 files come back from a call).
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+deadline=${DEADLINE:-560}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+read -r -a targets <<< "${TARGETS:-test_norms test_softmax test_cross_entropy test_compare_each}"
+if ! { cmake -S . -B build "${device_cmake_flags[@]}" > "$out/build.log" 2>&1 &&
+       cmake --build build -j"$(nproc)" --target "${targets[@]}" >> "$out/build.log" 2>&1; }; then
+  note "build failed"; grep -B2 -A10 "error" "$out/build.log" | head -60; exit 1
+fi
+note "built"
+pids=()
+for spec in ${SHARDS:-test_norms:3 test_softmax:2 test_cross_entropy:3}; do
+  name=${spec%%:*} shards=${spec##*:}
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i TILEKIT_REQUIRE_GPU=1 TILEKIT_TEST_REPORT=1 \
+      timeout $((deadline - $(elapsed))) "build/tests/$name" > "$out/$name.$i.log" 2>&1 &
+    pids+=($!)
+  done
+done
+for p in "${pids[@]}"; do wait "$p"; done
+note "tests done"
+cat "$out"/test_*.log | grep -E "^\[  (PASSED|FAILED)|FAILED  \]" | sort | uniq -c
+# "[close] Suite.Test file:line max_scaled M tol T (...)": the largest M / T per test and line.
+cat "$out"/test_*.log | grep "^\[close\]" |
+  awk '{printf "%s %s %.3g %s\n", $2, $3, ($7 > 0 ? $5 / $7 : 0), $5}' | sort -k3 -g -r |
+  awk '!seen[$1" "$2]++' | head -60
