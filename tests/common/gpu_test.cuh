@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -163,12 +164,22 @@ double half_ulp(double v) {
   return std::ldexp(1.0, exponent - bits);
 }
 
+// How far from o an exact value r may lie and still round to o: half the spacing on r's side of o.
+// Away from zero that is half_ulp<T>(o); toward zero the same, except where |o| is a power of two
+// above T's smallest normal, whose lower neighbour is half as far (so a value one ulp below 1 is
+// not taken for a rounding of 1).
+template <class T>
+double rounding_allowance(double o, double r) {
+  const bool toward_zero = o != 0 && (std::abs(r) < std::abs(o) || (r < 0) != (o < 0));
+  return half_ulp<T>(toward_zero ? std::nextafter(std::abs(o), 0.0) : o);
+}
+
 struct error_stats {
   double relative = 0;   // ||out - ref||_2 / ||ref||_2
   double max_abs = 0;    // max |out - ref|
   size_t nonfinite = 0;  // NaN / inf outputs where the reference is finite
   // compare_scaled / compare_each only: the largest error beyond T's rounding, max over elements
-  // of max(|out - ref| - half_ulp<T>(max(|out|, |ref|)), 0) / scale, and where it is.
+  // of max(|out - ref| - rounding_allowance<T>(out, ref), 0) / scale, and where it is.
   double max_scaled = 0;
   size_t worst = 0;
 };
@@ -194,8 +205,9 @@ error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
 
 // compare() and each element's error beyond T's rounding against its own scale: a kernel that
 // computes in fp32 from the reference's inputs and rounds once to T returns round_T(c) with c
-// within e of the exact value, so |out - ref| <= half_ulp<T>(max(|out|, |ref|)) + e (the binade of
-// c is at most that of round_T(c)). The rounding is left out and e / scale is what is measured,
+// within e of the exact value, so |out - ref| <= rounding_allowance<T>(out, ref) + e (c lies in
+// out's rounding interval; where ref is on the other side of out, |out - ref| <= |c - ref|). The
+// rounding is left out and e / scale is what is measured,
 // so the bound is the fp32 computation's (~1e-5 of the scale), not T's (bf16: 4e-3): a row off by
 // 0.1%, or one wrong partial of 256 in a sum, fails in bf16 too. The norm-wise error averages
 // (one row of 1200 wrong by 30% moves it by ~0.9%); element by element it stands out. The scale
@@ -217,7 +229,7 @@ error_stats compare_scaled(const std::vector<T>& out, const std::vector<R>& ref,
     if (!std::isfinite(r)) {  // a non-finite reference: met exactly (the same inf, or NaN) or not
       scaled = o == r || (std::isnan(o) && std::isnan(r)) ? 0.0 : NAN;
     } else {
-      const double error = std::max(std::abs(o - r) - half_ulp<T>(std::max(std::abs(o), std::abs(r))), 0.0);
+      const double error = std::max(std::abs(o - r) - rounding_allowance<T>(o, r), 0.0);
       scaled = scale[i] > 0 ? error / scale[i] : error > 0 ? INFINITY : 0.0;
     }
     // A NaN (NaN reference) is the worst and stays so.
@@ -262,8 +274,31 @@ error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, d
 }
 
 // TILEKIT_TEST_REPORT=1: every TILEKIT_EXPECT_CLOSE_SCALED / _EACH prints its measured
-// max_scaled and its bound, so that one GPU run gives each check's margin.
+// max_scaled and its bound, so that one GPU run gives each check's margin
+// (tools/device_margins.sh).
 void report_close(const char* file, int line, const error_stats& s, double tol);
+
+// TILEKIT_EXPECT_CLOSE_SCALED / _EACH (below): failures reported at the caller's file and line.
+template <class T, class R>
+void expect_close_scaled(const std::vector<T>& out, const std::vector<R>& ref, const std::vector<double>& scale,
+                         double tol, const char* file, int line) {
+  const error_stats s = compare_scaled(out, ref, scale);
+  report_close(file, line, s, tol);
+  if (s.nonfinite != 0) ADD_FAILURE_AT(file, line) << s.nonfinite << " non-finite or unwritten outputs";
+  if (!(s.max_scaled <= tol)) {  // NaN fails too
+    std::ostringstream where;
+    if (s.worst < out.size() && s.worst < ref.size() && s.worst < scale.size())
+      where << ": " << to_double(out[s.worst]) << " against " << to_double(ref[s.worst]) << ", scale "
+            << scale[s.worst];
+    ADD_FAILURE_AT(file, line) << "error beyond the rounding " << s.max_scaled << " of the scale, above " << tol
+                               << ", at element " << s.worst << where.str() << " (relative error of the whole "
+                               << s.relative << ")";
+  }
+}
+template <class T, class R>
+void expect_close_each(const std::vector<T>& out, const std::vector<R>& ref, double tol, const char* file, int line) {
+  expect_close_scaled(out, ref, floored_scales(ref), tol, file, line);
+}
 
 // Typical relative-error bounds for results rounded to T (fp32 accumulation).
 template <class T>
@@ -286,28 +321,11 @@ constexpr double tolerance() {
   } while (0)
 
 // EXPECT that no output is non-finite where its reference is finite and that every element of
-// `out` is within T's rounding plus tol * scale[i] of `ref` (compare_scaled). tol is the fp32
-// computation's error, not T's: see compare_scaled.
-#define TILEKIT_EXPECT_CLOSE_SCALED(out, ref, scale, tol) TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, (scale), tol)
+// `out` is within its rounding to T plus tol * scale[i] of `ref` (compare_scaled). tol is the
+// fp32 computation's error, not T's: see compare_scaled. Each argument is evaluated once.
+#define TILEKIT_EXPECT_CLOSE_SCALED(out, ref, scale, tol) \
+  ::tilekit::testing::expect_close_scaled((out), (ref), (scale), (tol), __FILE__, __LINE__)
 
-// The same against max(|ref|, rms(ref)) (floored_scales); _ROWS: the rms of the element's row of
-// `row_length` elements.
-#define TILEKIT_EXPECT_CLOSE_EACH(out, ref, tol) TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, 0)
-#define TILEKIT_EXPECT_CLOSE_EACH_ROWS(out, ref, tol, row_length) \
-  TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, _tt::floored_scales(_r, -1.0, size_t(row_length)), tol)
-
-// out, ref and tol evaluated once; make_scale may name the reference as _r.
-#define TILEKIT_DETAIL_EXPECT_CLOSE(out, ref, make_scale, tol)                                  \
-  do {                                                                                         \
-    namespace _tt = ::tilekit::testing;                                                        \
-    const auto& _o = (out);                                                                    \
-    const auto& _r = (ref);                                                                    \
-    const double _tol = (tol);                                                                 \
-    const auto _s = _tt::compare_scaled(_o, _r, make_scale);                                   \
-    _tt::report_close(__FILE__, __LINE__, _s, _tol);                                           \
-    EXPECT_EQ(_s.nonfinite, 0u) << "non-finite or unwritten outputs";                          \
-    EXPECT_LE(_s.max_scaled, _tol) << "element " << _s.worst << ": "                           \
-                                    << _tt::to_double(_o[_s.worst]) << " against "             \
-                                    << _tt::to_double(_r[_s.worst]) << " (relative error of "  \
-                                    << "the whole " << _s.relative << ")";                     \
-  } while (0)
+// The same against max(|ref|, rms(ref)) (floored_scales).
+#define TILEKIT_EXPECT_CLOSE_EACH(out, ref, tol) \
+  ::tilekit::testing::expect_close_each((out), (ref), (tol), __FILE__, __LINE__)

@@ -142,6 +142,23 @@ TEST(HalfUlp, BoundsTheRounding) {
   expect_half_ulp_bounds_rounding<fp16>(-26, 15);  // subnormals included
 }
 
+// Next to a power of two the spacing halves toward zero: a value one ulp below 1 is not a
+// rounding of 1 (nor 1 of it), while a value that does round to 1 from below passes; at T's
+// smallest normal the spacing below is the subnormal step, not half of it.
+TEST(CompareScaled, PowersOfTwoRoundByTheSpacingOnEachSide) {
+  const std::vector<double> unit = {1.0};
+  const auto scaled = [&](auto out, double ref) {
+    return compare_scaled(std::vector<decltype(out)>{out}, std::vector<double>{ref}, unit).max_scaled;
+  };
+  EXPECT_EQ(scaled(convert<bf16>(1.0f), 1 - 0x1p-10), 0.0);              // rounds to 1
+  EXPECT_EQ(scaled(convert<bf16>(1.0f), 1 - 0x1p-9), 0.0);               // the tie, to even: 1
+  EXPECT_DOUBLE_EQ(scaled(convert<bf16>(1.0f), 1 - 0x1p-8), 0x1p-9);     // one ulp below 1
+  EXPECT_DOUBLE_EQ(scaled(convert<bf16>(0.99609375f), 1.0), 0x1p-9);     // 1 - 2^-8 for 1
+  EXPECT_DOUBLE_EQ(scaled(convert<fp16>(2.0f), 2 - 0x1p-10), 0x1p-11);   // one ulp below 2
+  EXPECT_DOUBLE_EQ(scaled(convert<fp16>(-2.0f), -2 + 0x1p-10), 0x1p-11);  // and its negative
+  EXPECT_EQ(scaled(convert<fp16>(0x1p-14f), 0x1p-14 - 0x1p-25), 0.0);    // half a subnormal step
+}
+
 // A bf16 row scaled by 1.001 (one partial of 1000 missing from a sum): 0.1%, within bf16's
 // 2^-8 rounding and its norm-wise 1e-2, but the error beyond the rounding is ~1e-3 of some of
 // the row's elements; correctly rounded fp32 results (here within 1e-6 of the reference) stay
@@ -162,6 +179,19 @@ TEST(CompareScaled, CatchesErrorsBelowTheRounding) {
   EXPECT_GT(s.max_scaled, 5e-4);
   EXPECT_GE(s.worst, cols) << "the worst element is in the scaled row";
   EXPECT_NONFATAL_FAILURE(compare_scaled(out, ref, std::vector<double>(3, 1.0)), "3 scales");
+}
+
+// The macros fail where the bound is exceeded, say where, and survive a NaN bound over nothing.
+TEST(CompareScaled, MacrosReportFailures) {
+  const std::vector<double> ref = {1.0, 2.0, 4.0};
+  const std::vector<float> right = {1.0f, 2.0f, 4.0f}, wrong = {1.0f, 2.002f, 4.0f};
+  TILEKIT_EXPECT_CLOSE_EACH(right, ref, 1e-5);
+  EXPECT_NONFATAL_FAILURE(TILEKIT_EXPECT_CLOSE_EACH(wrong, ref, 1e-5), "at element 1: 2.002");
+  EXPECT_NONFATAL_FAILURE(TILEKIT_EXPECT_CLOSE_SCALED(wrong, ref, std::vector<double>(3, 1.0), 1e-5), "of the scale, above");
+  const std::vector<float> nan_out = {1.0f, NAN, 4.0f};
+  EXPECT_NONFATAL_FAILURE(TILEKIT_EXPECT_CLOSE_EACH(nan_out, ref, 1e-5), "1 non-finite");
+  EXPECT_NONFATAL_FAILURE(TILEKIT_EXPECT_CLOSE_EACH(std::vector<float>{}, std::vector<double>{}, NAN),
+                          "error beyond the rounding");
 }
 
 // Only padding columns that lost device_buffer's poison bits count; the rows' own columns do not.
