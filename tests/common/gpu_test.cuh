@@ -207,9 +207,9 @@ error_stats compare(const std::vector<T>& out, const std::vector<R>& ref) {
 // computes in fp32 from the reference's inputs and rounds once to T returns round_T(c) with c
 // within e of the exact value, so |out - ref| <= rounding_allowance<T>(out, ref) + e (c lies in
 // out's rounding interval; where ref is on the other side of out, |out - ref| <= |c - ref|). The
-// rounding is left out and e / scale is what is measured,
-// so the bound is the fp32 computation's (~1e-5 of the scale), not T's (bf16: 4e-3): a row off by
-// 0.1%, or one wrong partial of 256 in a sum, fails in bf16 too. The norm-wise error averages
+// rounding is left out and e / scale is what is measured, so the bound is the fp32
+// computation's (~1e-5 of the scale), not T's (bf16: 4e-3): a row off by 0.1%, or one wrong
+// partial of 256 in a sum, fails in bf16 too. The norm-wise error averages
 // (one row of 1200 wrong by 30% moves it by ~0.9%); element by element it stands out. The scale
 // is the size of the terms whose fp32 rounding e comes from (the element's own terms, or a
 // floor where references near 0 come from cancellation). A non-finite reference is met only by
