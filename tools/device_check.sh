@@ -32,14 +32,10 @@ mkdir -p "$out"
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 export PYTHONUNBUFFERED=1
 deadline=${DEADLINE:-570}
-left() { local l=$((deadline - $(elapsed))); echo $((l > 1 ? l : 1)); }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 read -r -a targets <<< "${TARGETS:-all}"
-if ! { cmake -S . -B "$build" "${device_cmake_flags[@]}" > "$out/build.log" 2>&1 &&
-       cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >> "$out/build.log" 2>&1; }; then
-  note "build failed"; grep -B2 -A10 "error" "$out/build.log" | head -60; exit 1
-fi
+device_build "$out/build.log" "${targets[@]}"
 note "built"
 
 for bench in ${BENCHES-bench_norms bench_softmax bench_cross_entropy}; do

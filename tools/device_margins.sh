@@ -19,13 +19,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 deadline=${DEADLINE:-560}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 read -r -a targets <<< "${TARGETS:-test_norms test_softmax test_cross_entropy test_compare_each}"
-if ! { cmake -S . -B build "${device_cmake_flags[@]}" > "$out/build.log" 2>&1 &&
-       cmake --build build -j"$(nproc)" --target "${targets[@]}" >> "$out/build.log" 2>&1; }; then
-  note "build failed"; grep -B2 -A10 "error" "$out/build.log" | head -60; exit 1
-fi
+device_build "$out/build.log" "${targets[@]}"
 note "built"
 pids=()
-left() { local l=$((deadline - $(elapsed))); echo $((l > 1 ? l : 1)); }
 for spec in ${SHARDS:-test_norms:3 test_softmax:2 test_cross_entropy:2}; do
   name=${spec%%:*} shards=${spec##*:}
   for ((i = 0; i < shards; i++)); do
