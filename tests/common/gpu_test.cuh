@@ -238,39 +238,28 @@ error_stats compare_scaled(const std::vector<T>& out, const std::vector<R>& ref,
   return s;
 }
 
-// Scales max(|ref|, floor); floor < 0: the rms of ref's finite values, or with row_length > 0 the
-// rms of the element's row of row_length references (rows of very different scales).
+// Scales max(|ref|, floor); floor < 0: the rms of ref's finite values.
 template <class R>
-std::vector<double> floored_scales(const std::vector<R>& ref, double floor = -1, size_t row_length = 0) {
-  const size_t n = ref.size();
-  if (row_length > 0 && n % row_length != 0) {
-    ADD_FAILURE() << "floored_scales: " << n << " elements are not rows of " << row_length;
+std::vector<double> floored_scales(const std::vector<R>& ref, double floor = -1) {
+  if (floor < 0) {
+    double sq = 0;
+    size_t finite = 0;  // the rms of the finite references (a NaN or inf one fails by itself)
+    for (const R& v : ref)
+      if (std::isfinite(to_double(v))) sq += to_double(v) * to_double(v), ++finite;
+    floor = finite > 0 ? std::sqrt(sq / double(finite)) : 0.0;
   }
-  std::vector<double> scale(n);
-  const size_t run = floor < 0 && row_length > 0 ? row_length : std::max<size_t>(n, 1);
-  for (size_t begin = 0; begin < n; begin += run) {
-    const size_t end = std::min(begin + run, n);
-    double row_floor = floor;
-    if (row_floor < 0) {
-      double sq = 0;
-      size_t finite = 0;  // the rms of the finite references (a NaN or inf one fails by itself)
-      for (size_t i = begin; i < end; ++i)
-        if (std::isfinite(to_double(ref[i]))) sq += to_double(ref[i]) * to_double(ref[i]), ++finite;
-      row_floor = finite > 0 ? std::sqrt(sq / double(finite)) : 0.0;
-    }
-    for (size_t i = begin; i < end; ++i) {
-      const double r = to_double(ref[i]);
-      scale[i] = std::max(std::isfinite(r) ? std::abs(r) : 0.0, row_floor);
-    }
+  std::vector<double> scale(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = to_double(ref[i]);
+    scale[i] = std::max(std::isfinite(r) ? std::abs(r) : 0.0, floor);
   }
   return scale;
 }
 
 // compare_scaled against max(|ref|, floor) (floored_scales).
 template <class T, class R>
-error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1,
-                         size_t row_length = 0) {
-  return compare_scaled(out, ref, floored_scales(ref, floor, row_length));
+error_stats compare_each(const std::vector<T>& out, const std::vector<R>& ref, double floor = -1) {
+  return compare_scaled(out, ref, floored_scales(ref, floor));
 }
 
 // TILEKIT_TEST_REPORT=1: every TILEKIT_EXPECT_CLOSE_SCALED / _EACH prints its measured
