@@ -5,8 +5,13 @@
 //
 // Tolerances:
 //  * loss and lse are fp32 outputs computed in fp32 from the same rounded logits as the
-//    reference: 1e-5 (ex2.approx 2^-22, sums of up to 262144 terms, one logf), norm-wise only:
-//    at 1e-5 one row off by 0.01 of the rms among a thousand already fails.
+//    reference: each row within 1e-5 of the size of its terms (beyond fp32's rounding of the
+//    output). lse = max + log(sum): the max is exact, the sum of up to 262144 exponentials
+//    (ex2.approx 2^-22) is off by ~3e-6 relative, an absolute error of its log, and the rest
+//    are roundings relative to |max| and log(sum): scale 1 + |max| + log(sum). The loss,
+//    (1 - eps)(lse - x_t) + eps (lse - mean x) + z lse^2, carries lse's error times
+//    1 + 2 z |lse| plus roundings of its terms: scale lse's times (1 + 2 z |lse|) + (1 - eps)
+//    |x_t| + eps mean |x| + z lse^2. Besides, the norm-wise error within 1e-5.
 //  * dlogits are computed in fp32 and rounded once to T: each element is checked against the
 //    fp32 computation's error beyond that rounding (compare_scaled, gpu_test.cuh), relative to
 //    the size of its own terms, |g| (p |1 + 2 z lse| + (1 - eps) [c == label] + eps / V): p
@@ -68,21 +73,26 @@ struct options {
 struct row_reference {
   double lse = 0;
   double loss = 0;
+  double lse_scale = 0, loss_scale = 0;  // the size of their terms (see the top of this file)
 };
 
 // Loss and lse of one row of `vocab` logits (fp64), label t (not ignored, in range).
 row_reference reference_row(const double* x, int64_t vocab, int64_t t, const options& o) {
   double m = -INFINITY;
   for (int64_t c = 0; c < vocab; ++c) m = std::max(m, x[c]);
-  double sum = 0, sum_x = 0;
+  double sum = 0, sum_x = 0, sum_abs_x = 0;
   for (int64_t c = 0; c < vocab; ++c) {
     sum += std::exp(x[c] - m);
     sum_x += x[c];
+    sum_abs_x += std::abs(x[c]);
   }
   row_reference r;
   r.lse = m + std::log(sum);
-  const double eps = o.label_smoothing;
-  r.loss = (1 - eps) * (r.lse - x[t]) + eps * (r.lse - sum_x / double(vocab)) + o.z_loss_weight * r.lse * r.lse;
+  const double eps = o.label_smoothing, z = o.z_loss_weight;
+  r.loss = (1 - eps) * (r.lse - x[t]) + eps * (r.lse - sum_x / double(vocab)) + z * r.lse * r.lse;
+  r.lse_scale = 1 + std::abs(m) + std::log(sum);
+  r.loss_scale = r.lse_scale * (1 + 2 * z * std::abs(r.lse)) + (1 - eps) * std::abs(x[t]) +
+                 eps * sum_abs_x / double(vocab) + z * r.lse * r.lse;
   return r;
 }
 
@@ -138,6 +148,7 @@ struct problem {
 
   // fp64 reference outputs
   std::vector<double> loss, lse;
+  std::vector<double> loss_scale, lse_scale;  // the size of their terms (reference_row)
   std::vector<double> dlogits;       // [rows, vocab] dense
   std::vector<double> dlogit_terms;  // the size of each dlogit's terms (reference_gradient)
 };
@@ -179,6 +190,8 @@ problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options&
 
   p.loss.assign(size_t(rows), 0);
   p.lse.assign(size_t(rows), 0);
+  p.loss_scale.assign(size_t(rows), 1);  // ignored rows: 0 exactly (checked apart too)
+  p.lse_scale.assign(size_t(rows), 0);
   p.dlogits.assign(size_t(rows * vocab), 0);
   p.dlogit_terms.assign(size_t(rows * vocab), 0);
   std::vector<double> x(static_cast<size_t>(vocab));
@@ -189,6 +202,8 @@ problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options&
     const row_reference ref = reference_row(x.data(), vocab, ignored ? 0 : t, o);
     p.lse[size_t(r)] = ref.lse;
     p.loss[size_t(r)] = ignored ? 0 : ref.loss;
+    p.lse_scale[size_t(r)] = ref.lse_scale;
+    if (!ignored) p.loss_scale[size_t(r)] = ref.loss_scale;
     const double scale = ignored ? 0 : grad_scale * (per_row_gradient ? double(p.grad_per_row[size_t(r)]) : 1.0);
     reference_gradient(x.data(), vocab, t, o, ref.lse, scale, &p.dlogits[size_t(r * vocab)],
                        &p.dlogit_terms[size_t(r * vocab)]);
@@ -325,10 +340,12 @@ void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fuse
   {
     SCOPED_TRACE("loss");
     TILEKIT_EXPECT_CLOSE(loss.download(), p.loss, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE_SCALED(loss.download(), p.loss, p.loss_scale, loss_tolerance);
   }
   {
     SCOPED_TRACE("lse");
     TILEKIT_EXPECT_CLOSE(lse.download(), p.lse, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE_SCALED(lse.download(), p.lse, p.lse_scale, loss_tolerance);
   }
   const std::vector<float> loss_out = loss.download();
   for (int64_t r = 0; r < rows; ++r)
