@@ -250,17 +250,18 @@ void run_forward(kind k, shape s, bool with_residual, bool with_bias, bool far_r
 }
 
 // fp64 dw = sum over rows of dy (x - mean) rstd and db = sum of dy, for [rows, cols] x and dy of
-// stride s.stride(); the rows' mean / rstd as given (saved statistics) or, where null, from x
-// (reference_stats: mean 0 for RMSNorm), as the kernels define them.
+// stride s.stride(); the rows' mean / rstd as given (the kernel's saved fp32 statistics, or the
+// caller's fp64 ones) or, where null, from x (reference_stats: mean 0 for RMSNorm), as the
+// kernels define them.
 template <class T>
 void weight_gradients(kind k, const std::vector<T>& x, const std::vector<T>& dy, const shape& s,
-                      const std::vector<float>* saved_mean, const std::vector<float>* saved_rstd, double eps,
+                      const std::vector<double>* saved_mean, const std::vector<double>* saved_rstd, double eps,
                       std::vector<double>& dw, std::vector<double>& db) {
   dw.assign(size_t(s.cols), 0.0), db.assign(size_t(s.cols), 0.0);
   for (int64_t r = 0; r < s.rows; ++r) {
     double mean = 0, rstd = 0;
     if (saved_rstd) {
-      mean = saved_mean ? double((*saved_mean)[size_t(r)]) : 0.0, rstd = double((*saved_rstd)[size_t(r)]);
+      mean = saved_mean ? (*saved_mean)[size_t(r)] : 0.0, rstd = (*saved_rstd)[size_t(r)];
     } else {
       reference_stats(k, x, s, r, eps, mean, rstd);
     }
@@ -343,7 +344,7 @@ void run_backward(kind k, shape s, bool saved_stats, bool with_dresidual, const 
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
 
   std::vector<double> dx_ref(s.rows * s.cols), dw_ref, db_ref;
-  weight_gradients(k, x_host, dy_host, s, nullptr, nullptr, eps, dw_ref, db_ref);
+  weight_gradients(k, x_host, dy_host, s, &mean_ref, &rstd_ref, eps, dw_ref, db_ref);  // the fp64 statistics
   double term_norm_sq = 0;  // ||rstd * g||^2: the size of the terms that cancel in dx
   for (int64_t r = 0; r < s.rows; ++r) {
     double sum_g = 0, sum_gx = 0;
@@ -658,7 +659,9 @@ TEST_F(Norms, LayerBackwardGradientsAreDeterministic) {
             << "db differs between runs, cols=" << s.cols << (saved ? " saved" : " recomputed") << ", run " << run;
       }
       std::vector<double> dw_ref, db_ref;
-      weight_gradients(kind::layer, x_host, dy_host, s, saved ? &mean_host : nullptr, saved ? &rstd_host : nullptr,
+      const std::vector<double> saved_mean(mean_host.begin(), mean_host.end()),
+          saved_rstd(rstd_host.begin(), rstd_host.end());
+      weight_gradients(kind::layer, x_host, dy_host, s, saved ? &saved_mean : nullptr, saved ? &saved_rstd : nullptr,
                        a.eps, dw_ref, db_ref);
       SCOPED_TRACE(::testing::Message() << "against the reference, cols=" << s.cols << (saved ? " saved" : " recomputed"));
       TILEKIT_EXPECT_CLOSE_EACH(dws[0], dw_ref, arithmetic_tolerance);
