@@ -11,7 +11,8 @@
 #      ignored), C7511 (wgmma serialized), C7517/C7519 (wgmma wait/arrive
 #      injected) info line, which ptxas prints instead of failing;
 #   4. the CPU model of the GPU tests' backward and softmax checks (tools/test_strength.cpp):
-#      with the tests' inputs, a correct kernel passes and each modelled bug fails.
+#      with the tests' inputs, a correct kernel passes and each modelled bug fails;
+#   5. tools/perf_table.py --self-test (the performance table and its target check).
 #
 # Usage:
 #   tools/ci_checks.sh                         all checks
@@ -133,8 +134,14 @@ check_test_strength() {
   note "test strength: with the GPU tests' inputs a correct kernel passes and every modelled bug fails (tools/test_strength.cpp)"
 }
 
+check_perf_table() {
+  python3 tools/perf_table.py --self-test || fail "tools/perf_table.py --self-test failed"
+  note "perf table: tools/perf_table.py builds the table and finds the cells under target (self-test)"
+}
+
 check_generated_code
 check_pragma_once
 check_test_strength
+check_perf_table
 for entry in "${PTX_CHECKS[@]}"; do check_ptx_entry "$entry"; done
 note "all static checks passed"

@@ -2,8 +2,9 @@
 # One GPU check of the working tree, meant for a single call of the device machine (one H200,
 # 16 cores, a per-call limit of 600 s): build on the machine, run the benchmarks on a quiet GPU,
 # then ctest, the sanitizer runs and the PyTorch checks side by side, all before DEADLINE
-# seconds. Logs go to $OUT (at most 8 files come back): build.log, <bench>.json, ctest.log,
-# san.log, python.log.
+# seconds. Logs go to $OUT (at most 8 files come back): build.log, <bench>.json, table.md
+# (tools/perf_table.py: the performance table and the cells under target), ctest.log, san.log,
+# python.log.
 #
 # Usage, from the repository root:
 #   [TARGETS="..."] [BENCHES="bench_norms ..."] [FILTER=regex] [SAN="tool:test[:gtest_filter] ..."] \
@@ -44,6 +45,8 @@ for bench in ${BENCHES-bench_norms bench_softmax bench_cross_entropy}; do
   echo "rc=$?"
   grep -m2 -i "ceilings\|error" "/tmp/$bench.txt"
 done
+# The table of docs/performance.md and the cells under target, from the JSON just written.
+[ -n "${BENCHES-x}" ] && python3 tools/perf_table.py "$out" | tee "$out/table.md"
 
 # ctest: every test, the kernel suites once more in the claimed order (*.claimed) and the
 # checkable stage release (*.checkable), as tests/CMakeLists.txt registers them.
