@@ -337,17 +337,17 @@ void check(int64_t rows, int64_t vocab, int64_t pad, const options& o, bool fuse
   tk::cross_entropy_backward(backward_args_of(forward, dlogits.get()), nullptr);
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
 
+  const std::vector<float> loss_out = loss.download(), lse_out = lse.download();
   {
     SCOPED_TRACE("loss");
-    TILEKIT_EXPECT_CLOSE(loss.download(), p.loss, loss_tolerance);
-    TILEKIT_EXPECT_CLOSE_SCALED(loss.download(), p.loss, p.loss_scale, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE(loss_out, p.loss, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE_SCALED(loss_out, p.loss, p.loss_scale, loss_tolerance);
   }
   {
     SCOPED_TRACE("lse");
-    TILEKIT_EXPECT_CLOSE(lse.download(), p.lse, loss_tolerance);
-    TILEKIT_EXPECT_CLOSE_SCALED(lse.download(), p.lse, p.lse_scale, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE(lse_out, p.lse, loss_tolerance);
+    TILEKIT_EXPECT_CLOSE_SCALED(lse_out, p.lse, p.lse_scale, loss_tolerance);
   }
-  const std::vector<float> loss_out = loss.download();
   for (int64_t r = 0; r < rows; ++r)
     if (p.labels[size_t(r)] == p.ignore_index) EXPECT_EQ(loss_out[size_t(r)], 0.f) << "ignored row " << r;
   const std::vector<T> backward_out = dlogits.download();
