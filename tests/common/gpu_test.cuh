@@ -289,6 +289,12 @@ void expect_close_each(const std::vector<T>& out, const std::vector<R>& ref, dou
   expect_close_scaled(out, ref, floored_scales(ref), tol, file, line);
 }
 
+// The kernel suites' element checks (TILEKIT_EXPECT_CLOSE_SCALED / _EACH): the fp32
+// computation's error per element beyond its rounding to T, relative to the element's scale, in
+// every dtype. Each suite's header derives it for its kernels (fp32 sums of up to 262144 terms,
+// ex2.approx, a few roundings per element: a few 1e-6 at worst).
+inline constexpr double arithmetic_tolerance = 1e-5;
+
 // Typical relative-error bounds for results rounded to T (fp32 accumulation).
 template <class T>
 constexpr double tolerance() {

@@ -50,10 +50,6 @@ class CrossEntropy : public GpuTest {};
 constexpr int64_t ignore_index = tk::cross_entropy_default_ignore_index;
 constexpr double loss_tolerance = 1e-5;
 
-// The fp32 computation's error per dlogit beyond T's rounding, relative to its terms (see the top
-// of this file).
-constexpr double arithmetic_tolerance = 1e-5;
-
 struct options {
   float label_smoothing = 0.f;
   float z_loss_weight = 0.f;

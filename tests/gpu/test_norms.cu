@@ -44,9 +44,6 @@ struct shape {
   int64_t stride() const { return cols + pad; }
 };
 
-// The fp32 computation's error per element beyond T's rounding, relative to its scale (see the
-// top of this file).
-constexpr double arithmetic_tolerance = 1e-5;
 template <class T>
 double output_tolerance() {
   return std::is_same_v<T, float> ? 1e-4 : tolerance<T>();

@@ -106,10 +106,6 @@ std::vector<double> softmax_reference(const std::vector<T>& x, const shape& s) {
   return y;
 }
 
-// The fp32 computation's error per element beyond T's rounding, relative to its scale (see the
-// top of this file).
-constexpr double arithmetic_tolerance = 1e-5;
-
 // The scale of each output: |y| (1 + (|max| + |x - max|) / 64). The exponent's argument is
 // formed in fp32 from logits of the row's size (x log2e less the row's base, or with log2 of the
 // sum folded into that shift), so its roundings, within 2^-24 (|max| log2e) and 2^-24 |x - max|
