@@ -219,23 +219,25 @@ TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& la
   if (label.owned) out[label.column] = convert<T>(dlogit());
 }
 
-// The sum of a thread's logits, padding (columns >= cols) skipped: over floats, or over
-// packed pairs (register j of the layout = element j % 2 of pair j / 2). Four independent
-// chains: one chain of 32 dependent FADDs would be the longest latency of a 1K row.
-template <class Layout, class V, int N>
-TILEKIT_DEVICE TILEKIT_INLINE float sum_of_logits(const V (&values)[N], int cols, int thread) {
+// The sum of a thread's logits, padding (the registers that hold no column: held_columns)
+// skipped: over floats, or over packed pairs (register j of the layout = element j % 2 of pair
+// j / 2). Four independent chains: one chain of 32 dependent FADDs would be the longest latency
+// of a 1K row.
+template <class Held, class V, int N>
+TILEKIT_DEVICE TILEKIT_INLINE float sum_of_logits(const V (&values)[N], const Held& held, int thread) {
   auto element = [&](int j) {
     if constexpr (std::is_same_v<V, float>) return values[j];
     else return j % 2 == 0 ? unpack_pair(values[j / 2]).x : unpack_pair(values[j / 2]).y;
   };
   float sums[4] = {0.f, 0.f, 0.f, 0.f};
-  if (Layout::full(thread, cols)) {
+  constexpr int elements = std::is_same_v<V, float> ? N : 2 * N;
+  if (held.all(thread)) {
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j) sums[j % 4] += element(j);
-  } else {  // only the thread holding the tail
+    for (int j = 0; j < elements; ++j) sums[j % 4] += element(j);
+  } else {  // only the thread holding the tail (or, in shifted rows, the lead)
 #pragma unroll
-    for (int j = 0; j < Layout::elements; ++j)
-      if (Layout::column(thread, j) < cols) sums[j % 4] += element(j);
+    for (int j = 0; j < elements; ++j)
+      if (held.holds(thread, j)) sums[j % 4] += element(j);
   }
   return (sums[0] + sums[1]) + (sums[2] + sums[3]);
 }
@@ -260,22 +262,24 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_partial(float m, float sum_exp, floa
 
 // The packed path's warp partial: (max, sum of exp(x - max)) in natural units and, with label
 // smoothing, the sum of the logits. A thread without padding takes both sums in one pass (each
-// pair unpacked once, one more FADD per element); the thread holding the tail (padding = -inf)
-// sums its logits separately with column tests. A warp of padding only gives (-inf, 0, 0), one
+// pair unpacked once, one more FADD per element); a thread with padding (-inf: the tail, or in
+// shifted rows read order-free the lead; held_columns) sums its logits separately, register by
+// register. A warp of padding only gives (-inf, 0, 0), one
 // of -inf logits (-inf, 0, -inf). Fused: the exponents as x log2 e - m log2 e, one FFMA (see
 // row_probability; the max's own term is then 1 only to ~1e-7).
-template <class Layout, bool Fused = false, class P, int N>
-TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int cols, int thread, bool with_logit_sum) {
+template <bool Fused = false, class Held, class P, int N>
+TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], const Held& held, int thread,
+                                                       bool with_logit_sum) {
   const float m = tilekit::detail::warp_max(pairs);
   if (m == -infinity)  // warp-uniform
-    return warp_partial(m, 0.f, with_logit_sum ? sum_of_logits<Layout>(pairs, cols, thread) : 0.f, with_logit_sum);
+    return warp_partial(m, 0.f, with_logit_sum ? sum_of_logits(pairs, held, thread) : 0.f, with_logit_sum);
   const float m_log2e = m * log2e;
   const auto exponent = [m, m_log2e](float x) {
     if constexpr (Fused) return fmaf(x, log2e, -m_log2e);
     else return (x - m) * log2e;
   };
   float sum_exp = 0.f, sum_logits = 0.f;
-  if (with_logit_sum && Layout::full(thread, cols)) {
+  if (with_logit_sum && held.all(thread)) {
     float s0 = 0.f, s1 = 0.f, t0 = 0.f, t1 = 0.f;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -289,7 +293,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], int 
     sum_logits = t0 + t1;
   } else {
     sum_exp = tilekit::detail::exp2_sum_of(pairs, exponent);
-    if (with_logit_sum) sum_logits = sum_of_logits<Layout>(pairs, cols, thread);
+    if (with_logit_sum) sum_logits = sum_of_logits(pairs, held, thread);
   }
   return warp_partial(m, sum_exp, sum_logits, with_logit_sum);
 }
@@ -412,12 +416,12 @@ struct ce_forward_op : row_op_defaults {
       return streamed_partial<S>(p, at, in[0], out);
     } else if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
-      load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
-      return warp_statistics<layout>(pairs, cols, at.thread, p.label_smoothing != 0.f);
+      const auto held = load_row_pairs_unordered<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
+      return warp_statistics(pairs, held, at.thread, p.label_smoothing != 0.f);
     } else {
       float values[layout::elements];
-      load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
-      return float_statistics<layout>(values, cols, at.thread, p.label_smoothing != 0.f);
+      const auto held = load_row_unordered<layout>(values, in[0], cols, at.thread, -infinity);
+      return float_statistics(values, held, at.thread, p.label_smoothing != 0.f);
     }
   }
 
@@ -434,16 +438,16 @@ struct ce_forward_op : row_op_defaults {
     float m = 0.f, sum_exp = 0.f, sum_logits = 0.f;
     if constexpr (packed_rows<S>) {
       packed_t<T> pairs[layout::elements / 2];
-      load_row_pairs_aligned<layout>(pairs, segment, cols, at.thread, convert<T>(-infinity));
+      const auto held = load_row_pairs_unordered<layout>(pairs, segment, cols, at.thread, convert<T>(-infinity));
       m = tilekit::detail::thread_max(pairs);
       if (at.segment > 0) m = fmaxf(m, out.max);
       if (m != -infinity)  // else only padding (or -inf logits) so far: a sum of 0
         sum_exp = tilekit::detail::exp2_sum_of(pairs, [m](float x) { return (x - m) * log2e; });
-      if (with_logit_sum) sum_logits = sum_of_logits<layout>(pairs, cols, at.thread);
+      if (with_logit_sum) sum_logits = sum_of_logits(pairs, held, at.thread);
     } else {
       float values[layout::elements];
-      load_row_aligned<layout>(values, segment, cols, at.thread, -infinity);
-      if (with_logit_sum) sum_logits = sum_of_logits<layout>(values, cols, at.thread);
+      const auto held = load_row_unordered<layout>(values, segment, cols, at.thread, -infinity);
+      if (with_logit_sum) sum_logits = sum_of_logits(values, held, at.thread);
       m = tilekit::detail::thread_max(values);
       if (at.segment > 0) m = fmaxf(m, out.max);
       if (m != -infinity) sum_exp = tilekit::detail::exp2_in_place(values, [m](float x) { return (x - m) * log2e; });
@@ -502,10 +506,11 @@ struct ce_forward_op : row_op_defaults {
     [[maybe_unused]] packed_t<T> pairs[packed ? layout::elements / 2 : 1];
     if constexpr (packed) {
       load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
-      warp = warp_statistics<layout, fused_exponent<T, S>>(pairs, cols, at.thread, smoothing != 0.f);
+      warp = warp_statistics<fused_exponent<T, S>>(pairs, held_columns<layout, false>{cols}, at.thread, smoothing != 0.f);
     } else {
       load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
-      warp = float_statistics<layout>(values, cols, at.thread, smoothing != 0.f);  // values := exp(x - warp max)
+      // values := exp(x - warp max)
+      warp = float_statistics(values, held_columns<layout, false>{cols}, at.thread, smoothing != 0.f);
     }
     const ce_stats total = ctx.reduce_warps(warp, ce_stats_op{});
     const float lse = write_loss(p, at, row, {label, label_logit}, total);
@@ -548,14 +553,14 @@ struct ce_forward_op : row_op_defaults {
 
   // The float path's warp partial; values := exp(x - warp max) in natural units (the max's term
   // is exactly 1, so lse and the loss are exact for a one-element row: loss 0 at vocab = 1).
-  template <class Layout>
-  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats float_statistics(float (&values)[Layout::elements], int cols, int thread,
+  template <class Held, int N>
+  TILEKIT_DEVICE TILEKIT_INLINE static ce_stats float_statistics(float (&values)[N], const Held& held, int thread,
                                                                  bool with_logit_sum) {
-    const float sum_logits = with_logit_sum ? sum_of_logits<Layout>(values, cols, thread) : 0.f;
+    const float sum_logits = with_logit_sum ? sum_of_logits(values, held, thread) : 0.f;
     const float m = tilekit::detail::warp_max(values);
     if (m == -infinity) {  // warp-uniform: padding (or -inf logits) only
 #pragma unroll
-      for (int j = 0; j < Layout::elements; ++j) values[j] = 0.f;
+      for (int j = 0; j < N; ++j) values[j] = 0.f;
       return warp_partial(m, 0.f, sum_logits, with_logit_sum);
     }
     const float sum_exp = tilekit::detail::exp2_in_place(values, [m](float x) { return (x - m) * log2e; });

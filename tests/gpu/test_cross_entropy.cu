@@ -444,6 +444,22 @@ TEST_F(CrossEntropy, UnfusedForwardOfPackedPairs) {
   check<fp16>(5, 40000, 5, o, /*fused=*/false);
 }
 
+// The forward without dlogits reads misaligned rows order-free (load_row_pairs_unordered,
+// load_row_unordered in tilekit/ops/row_io.cuh): the lead of each chunk's first unit takes the
+// chunk's last columns from the stage row's extra unit. Rows of 2^k - 1 columns, one fewer than
+// their class's width, reach into that unit at shifts 2 and up (the streamed rows' full segments
+// at every shift but 0); odd widths give row r the shift r x cols mod 8 (mod 4 for fp32), so 24
+// rows hold every shift three times. Every class of the packed table up to the first streamed
+// one (bf16, fp16 at 2K), and fp32 rows of one CTA and streamed.
+TEST_F(CrossEntropy, UnfusedForwardOfShiftedRowsAtClassEdges) {
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
+  for (int64_t v : {int64_t(255), int64_t(1023), int64_t(2047), int64_t(4095), int64_t(8191), int64_t(16383),
+                    int64_t(32767)})
+    check<bf16>(24, v, 0, o, /*fused=*/false);
+  for (int64_t v : {int64_t(1023), int64_t(4095), int64_t(32767)}) check<float>(12, v, 0, o, /*fused=*/false);
+  check<fp16>(24, 2047, 0, o, /*fused=*/false);
+}
+
 // Enough rows that every persistent worker takes several items: the forward without dlogits
 // finishes each row of 4 warps or more one row later (deferred rows), across items, with the
 // posted reduction of the next row in flight, and the last row of each worker after its loop.

@@ -10,7 +10,12 @@
 // (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
 // fill), piece by piece through a voted_row in the warp-blocked layout that the row kernels'
 // shifted schedules use (one warp vote for all the row's pieces: the fill rule must hold where the
-// vote says the warp is not whole) and, for 16-bit rows, with load_row_pairs_aligned. Each source
+// vote says the warp is not whole) and, for 16-bit rows, with load_row_pairs_aligned. And the
+// order-free loads of reductions (load_row_unordered, load_row_pairs_unordered: held_columns), in
+// the same warp-blocked layout, given the columns left in the row from the chunk's start (more
+// than the chunk where the row goes on): every column of the chunk in exactly one register, the
+// one held_columns names, bit for bit, every other register the fill, and no register of a
+// thread that held_columns::all says is whole holding the fill's place. Each source
 // is its own allocation, ending exactly at the matrix's last element, so that compute-sanitizer's
 // memcheck reports any read past the matrix (the stream moves the last unit element by element
 // there).
@@ -41,10 +46,14 @@ using layout_of = row_layout<Threads, stage_cols / (Threads * vector_elements<T>
 
 // out: the item's rows element by element; loaded: load_row_aligned's floats by column; voted:
 // the same, loaded piece by piece from voted rows; pairs: load_row_pairs_aligned's raw bits by
-// column (16-bit rows). Each [input][row][stage_cols].
+// column (16-bit rows); unordered / unordered_pairs: the order-free loads' registers by the
+// column held_columns names, hits / pair_hits how many registers named each column, strays the
+// registers that broke held_columns (a non-held register not the fill, or a thread said to be
+// whole with a non-held register). Each [input][row][stage_cols].
 template <class T, int Threads>
 __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_row, int64_t total_rows, int col0,
-                               int chunk, int cols, T* out, float* loaded, float* voted, uint32_t* pairs) {
+                               int chunk, int cols, T* out, float* loaded, float* voted, uint32_t* pairs,
+                               float* unordered, uint32_t* unordered_pairs, int* hits, int* pair_hits, int* strays) {
   extern __shared__ __align__(128) unsigned char shared[];
   using stream_t = stream_of<T>;
   using layout = layout_of<T, Threads>;
@@ -84,6 +93,39 @@ __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_r
           load_row_aligned<piece>(w, votes[0] + offset, chunk - offset, threadIdx.x, fill);
 #pragma unroll
           for (int j = 0; j < V; ++j) voted[at + blocked::column(threadIdx.x, k * V + j)] = w[j];
+        }
+      }
+      {
+        using blocked = warp_blocked_row_layout<Threads, layout::groups, vector_elements<T>>;
+        const int t = threadIdx.x;
+        float u[blocked::elements];
+        const auto held = load_row_unordered<blocked>(u, row, cols - col0, t, fill);
+#pragma unroll
+        for (int j = 0; j < blocked::elements; ++j) {
+          if (held.holds(t, j)) {
+            unordered[at + held.column(t, j)] = u[j];
+            atomicAdd(&hits[at + held.column(t, j)], 1);
+          } else if (__float_as_uint(u[j]) != __float_as_uint(fill) || held.all(t)) {
+            atomicAdd(strays, 1);
+          }
+        }
+        if constexpr (is_16bit_float<T>) {
+          packed_t<T> p[blocked::elements / 2];
+          const auto held_pairs = load_row_pairs_unordered<blocked>(p, row, cols - col0, t, convert<T>(fill));
+          const T fill_t = convert<T>(fill);
+          unsigned short fill_bits;
+          memcpy(&fill_bits, &fill_t, sizeof(fill_bits));
+#pragma unroll
+          for (int j = 0; j < blocked::elements; ++j) {
+            unsigned short e[2];
+            memcpy(e, &p[j / 2], sizeof(e));
+            if (held_pairs.holds(t, j)) {
+              unordered_pairs[at + held_pairs.column(t, j)] = e[j % 2];
+              atomicAdd(&pair_hits[at + held_pairs.column(t, j)], 1);
+            } else if (e[j % 2] != fill_bits || held_pairs.all(t)) {
+              atomicAdd(strays, 1);
+            }
+          }
         }
       }
       if constexpr (is_16bit_float<T>) {
@@ -134,16 +176,26 @@ int run_case(const shifted_case& c) {
   device_buffer<float> loaded(outputs);
   device_buffer<float> voted(outputs);
   device_buffer<uint32_t> pairs(outputs);
+  device_buffer<float> unordered(outputs);
+  device_buffer<uint32_t> unordered_pairs(outputs);
+  device_buffer<int> hits(std::vector<int>(outputs, 0));
+  device_buffer<int> pair_hits(std::vector<int>(outputs, 0));
+  device_buffer<int> strays(std::vector<int>(1, 0));
   auto kernel = shifted_kernel<T, Threads>;
   TILEKIT_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(stream_t::shared_bytes)));
   kernel<<<1, Threads, stream_t::shared_bytes>>>(rs[0], rs[1], c.first_row, c.total_rows, c.col0, chunk, c.cols,
-                                                 out.get(), loaded.get(), voted.get(), pairs.get());
+                                                 out.get(), loaded.get(), voted.get(), pairs.get(), unordered.get(),
+                                                 unordered_pairs.get(), hits.get(), pair_hits.get(), strays.get());
   TILEKIT_CHECK_CUDA(cudaGetLastError());
   TILEKIT_CHECK_CUDA(cudaDeviceSynchronize());
   const std::vector<T> got = out.download();
   const std::vector<float> got_loaded = loaded.download();
   const std::vector<float> got_voted = voted.download();
   const std::vector<uint32_t> got_pairs = pairs.download();
+  const std::vector<float> got_unordered = unordered.download();
+  const std::vector<uint32_t> got_unordered_pairs = unordered_pairs.download();
+  const std::vector<int> got_hits = hits.download();
+  const std::vector<int> got_pair_hits = pair_hits.download();
   int bad = 0;
   auto report = [&](const char* what, int i, int r, int col, uint32_t have, uint32_t want) {
     if (have != want && ++bad <= 5)
@@ -164,7 +216,15 @@ int run_case(const shifted_case& c) {
         report("voted_row pieces", i, r, col, raw_bits(got_voted[at]), raw_bits(inside ? float(source) : fill));
         if constexpr (is_16bit_float<T>)
           report("load_row_pairs_aligned", i, r, col, got_pairs[at], raw_bits(inside ? source : T(fill)));
+        // Order-free loads: each column of the chunk in one register, no other column named.
+        report("load_row_unordered registers", i, r, col, uint32_t(got_hits[at]), inside ? 1u : 0u);
+        if (inside) report("load_row_unordered", i, r, col, raw_bits(got_unordered[at]), raw_bits(float(source)));
+        if constexpr (is_16bit_float<T>) {
+          report("load_row_pairs_unordered registers", i, r, col, uint32_t(got_pair_hits[at]), inside ? 1u : 0u);
+          if (inside) report("load_row_pairs_unordered", i, r, col, got_unordered_pairs[at], raw_bits(source));
+        }
       }
+  report("order-free registers against held_columns", 0, 0, 0, uint32_t(strays.download()[0]), 0u);
   return bad;
 }
 

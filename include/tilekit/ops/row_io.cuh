@@ -438,6 +438,202 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
   });
 }
 
+// Order-free loads, for reductions whose result does not depend on which register holds which
+// column (a max, a sum of exponentials or of the values). A shifted row is then read unit by unit
+// as it lies in its stage, one ld.shared per 16-byte unit, with no funnel shift (load_row_aligned
+// of a shifted row takes two loads, 11 selects and 4 funnel shifts per unit). Register j of
+// `thread` holds the element at stage position p = Layout::column(thread, j), column p - shift of
+// the chunk. The positions below `shift` (the lead of the first unit, in the thread that owns
+// column 0, registers 0 .. shift - 1) lie before the chunk: that thread takes the chunk's tail
+// there instead, the element at position Layout::columns + p (the stage row is one unit longer
+// than the layout, and a chunk of Layout::columns columns ends `shift` elements into that unit).
+// So every column in [0, min(cols, Layout::columns)) lands in exactly one register and every other
+// register holds `fill`:
+//
+//   row_layout<2, 2, 8> (2 threads x 2 groups of 8: 32 columns), bf16, shift 3, cols >= 32:
+//   stage positions 3..34 hold columns 0..31. Thread 0 holds positions 0..7 and 16..23:
+//   registers 8..15 = columns 13..20; registers 3..7 = columns 0..4, and its lead, registers
+//   0..2, the tail's columns 29, 30, 31 (positions 32..34). Thread 1: columns 5..12 and 21..28.
+//
+// held_columns says which registers hold a column (and which one); for rows that are not shifted
+// (a 16-byte aligned pointer) the same calls are the ordered loads above, register j holding
+// column(thread, j), so an op's reduction code is the same for both.
+template <class Layout, bool Shifted>
+struct held_columns {
+  int end;        // one past the last stage position that holds a column
+  int shift = 0;  // Shifted only: the chunk's column 0 is stage position `shift`
+  // Whether register j of `thread` holds a column (else it holds `fill`).
+  TILEKIT_HOST_DEVICE constexpr bool holds(int thread, int j) const {
+    const int p = Layout::column(thread, j);
+    if constexpr (Shifted)
+      if (p < shift) return Layout::columns + p < end;
+    return p < end;
+  }
+  // The column that register j of `thread` holds, where holds(thread, j).
+  TILEKIT_HOST_DEVICE constexpr int column(int thread, int j) const {
+    const int p = Layout::column(thread, j);
+    if constexpr (Shifted)
+      return p < shift ? Layout::columns + p - shift : p - shift;
+    return p;
+  }
+  // Whether every register of `thread` holds a column (the unchecked path of a reduction).
+  TILEKIT_HOST_DEVICE constexpr bool all(int thread) const {
+    if constexpr (Shifted)
+      if (shift != 0 && uint32_t(thread) == Layout::owner(0) && end < Layout::columns + shift) return false;
+    return Layout::full(thread, end);
+  }
+};
+
+namespace detail {
+// The columns a shifted chunk's order-free load holds (see held_columns).
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> unordered_columns(shifted_row<T> row, int cols) {
+  return {min(cols, Layout::columns) + row.shift, row.shift};
+}
+// f(register, unit) for the thread's 16-byte units of a shifted row's stage that lie below
+// `end` (stage positions), as they lie: one ld.shared each. Full: every unit lies below end.
+template <class Layout, bool Full, class T, class F>
+TILEKIT_DEVICE TILEKIT_INLINE void for_each_stage_unit(shifted_row<T> row, int end, int thread, F f) {
+  constexpr int E = vector_elements<T>;
+  static_assert(Layout::group_elements % E == 0, "shifted rows move groups of whole 16-byte units");
+  const uint32_t units = static_cast<uint32_t>(__cvta_generic_to_shared(row.units));
+#pragma unroll
+  for (int g = 0; g < Layout::groups; ++g)
+#pragma unroll
+    for (int k = 0; k < Layout::group_elements / E; ++k) {
+      const int p = Layout::group_column(thread, g) + k * E;
+      if (Full || p < end) f(g * Layout::group_elements + k * E, ptx::ld_shared_16(units + uint32_t(p) * sizeof(T)));
+    }
+}
+// The lead of the first unit (registers 0 .. shift - 1 of the thread that owns column 0; see
+// held_columns) takes the chunk's tail from the stage row's extra unit (stage positions
+// Layout::columns ..): its first `tail` elements (0 <= tail <= shift: as many as the chunk reaches
+// into that unit), the rest of the lead `fill`. Done as the first unit is loaded, so that no more
+// of the row is live beside it.
+template <class Layout, class T>
+struct stage_lead {
+  bool here;  // this thread holds the lead, and the shift is not 0
+  int shift, tail;
+  uint32_t extra;  // the extra unit's shared address
+  TILEKIT_DEVICE TILEKIT_INLINE stage_lead(shifted_row<T> row, const held_columns<Layout, true>& held, int thread)
+      : here(row.shift != 0 && uint32_t(thread) == Layout::owner(0)),
+        shift(row.shift),
+        tail(max(0, min(held.end - Layout::columns, row.shift))),
+        extra(static_cast<uint32_t>(__cvta_generic_to_shared(row.units + Layout::columns))) {}
+  // The extra unit, read whether or not the chunk reaches into it (it lies inside the stage row;
+  // blend() takes none of it then).
+  TILEKIT_DEVICE TILEKIT_INLINE uint4 tail_unit() const { return ptx::ld_shared_16(extra); }
+  // Elements [0, n) from b, the others from a (a per-word select, or a byte permute for 16-bit T).
+  TILEKIT_DEVICE TILEKIT_INLINE static uint4 blend(uint4 a, uint4 b, int n) {
+    uint32_t x[4], y[4];
+    memcpy(x, &a, sizeof(a));
+    memcpy(y, &b, sizeof(b));
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if constexpr (sizeof(T) == 4) {
+        x[w] = w < n ? y[w] : x[w];
+      } else {  // __byte_perm(x, y, s): bytes 0-3 of x, 4-7 of y
+        x[w] = __byte_perm(x[w], y[w], (2 * w < n ? 0x54u : 0x10u) | (2 * w + 1 < n ? 0x7600u : 0x3200u));
+      }
+    }
+    uint4 r;
+    memcpy(&r, x, sizeof(r));
+    return r;
+  }
+  // The first unit as loaded -> with the lead: the tail's elements, then `fill` up to `shift`.
+  TILEKIT_DEVICE TILEKIT_INLINE uint4 operator()(uint4 first, T fill) const {
+    T f[vector_elements<T>];
+#pragma unroll
+    for (int i = 0; i < vector_elements<T>; ++i) f[i] = fill;
+    uint4 fills;
+    memcpy(&fills, f, sizeof(fills));
+    return blend(blend(first, fills, shift), tail_unit(), tail);
+  }
+};
+}  // namespace detail
+
+// Order-free load of a shifted row as floats (see held_columns): columns [0, min(cols,
+// Layout::columns)) each in one register, in an order of the row's shift, `fill` elsewhere.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> load_row_unordered(float (&dst)[Layout::elements],
+                                                                           shifted_row<T> row, int cols, int thread,
+                                                                           float fill) {
+  constexpr int E = vector_elements<T>;
+  const held_columns<Layout, true> held = detail::unordered_columns<Layout>(row, cols);
+  const detail::stage_lead<Layout, T> lead(row, held, thread);
+  // Unit j / E as floats; the lead's fill in floats (`fill` need not be a value of T).
+  auto put = [&](int j, uint4 w) {
+    detail::unpack_word<T>(w, dst + j);
+    if (j == 0 && lead.here) {
+      float tail[E];
+      detail::unpack_word<T>(lead.tail_unit(), tail);
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (i < lead.shift) dst[i] = i < lead.tail ? tail[i] : fill;
+    }
+  };
+  if (Layout::full(thread, held.end)) {
+    detail::for_each_stage_unit<Layout, true>(row, held.end, thread, put);
+  } else {
+#pragma unroll
+    for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
+    detail::for_each_stage_unit<Layout, false>(row, held.end, thread, [&](int j, uint4 w) {
+      put(j, w);
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (Layout::column(thread, j + i) >= held.end && !(j == 0 && i < lead.shift && lead.here)) dst[j + i] = fill;
+    });
+  }
+  return held;
+}
+
+// Order-free load of a shifted 16-bit row as raw packed pairs (see held_columns and
+// load_row_pairs_aligned): register j (element j % 2 of pair j / 2) as in load_row_unordered.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> load_row_pairs_unordered(
+    packed_t<T> (&dst)[Layout::elements / 2], shifted_row<T> row, int cols, int thread, T fill) {
+  static_assert(is_16bit_float<T>, "load_row_pairs_unordered: 16-bit rows (bf16, fp16)");
+  constexpr int E = vector_elements<T>;
+  const held_columns<Layout, true> held = detail::unordered_columns<Layout>(row, cols);
+  const detail::stage_lead<Layout, T> lead(row, held, thread);
+  if (detail::warp_full<Layout>(thread, held.end)) {
+    detail::for_each_stage_unit<Layout, true>(row, held.end, thread, [&](int j, uint4 w) {
+      if (j == 0 && lead.here) w = lead(w, fill);
+      memcpy(dst + j / 2, &w, sizeof(w));
+    });
+  } else {
+#pragma unroll
+    for (int i = 0; i < Layout::elements / 2; ++i) dst[i] = make_pair<T>(fill, fill);
+    detail::for_each_stage_unit<Layout, false>(row, held.end, thread, [&](int j, uint4 w) {
+      T e[E];
+      memcpy(e, &w, sizeof(w));
+#pragma unroll
+      for (int i = 0; i < E; ++i)
+        if (Layout::column(thread, j + i) >= held.end) e[i] = fill;
+      memcpy(&w, e, sizeof(w));
+      if (j == 0 && lead.here) w = lead(w, fill);
+      memcpy(dst + j / 2, &w, sizeof(w));
+    });
+  }
+  return held;
+}
+
+// The same calls for a 16-byte aligned chunk: the ordered loads (register j holds column(thread,
+// j)), so that a reduction reads both kinds of stage row alike.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, false> load_row_unordered(float (&dst)[Layout::elements],
+                                                                            const T* row, int cols, int thread,
+                                                                            float fill) {
+  load_row_aligned<Layout>(dst, row, cols, thread, fill);
+  return {cols};
+}
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, false> load_row_pairs_unordered(
+    packed_t<T> (&dst)[Layout::elements / 2], const T* row, int cols, int thread, T fill) {
+  load_row_pairs_aligned<Layout>(dst, row, cols, thread, fill);
+  return {cols};
+}
+
 // Store the thread's registers of a row chunk, converting float -> T (round to nearest even).
 // Columns >= cols are not written.
 namespace detail {
