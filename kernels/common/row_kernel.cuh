@@ -122,6 +122,8 @@
 // rows are one unit longer). The op then gets a shifted_row for each input instead of a pointer
 // (stage_row<S>), and load_row_aligned / load_row_pairs_aligned realign each 16-byte group from
 // the two units it straddles (tilekit/ops/row_io.cuh), so an op's code is the same for both.
+// (A reduction may read either kind order-free instead, load_row_unordered /
+// load_row_pairs_unordered: a shifted row's units as they lie, no realignment.)
 // Shifted launches keep the static (or paced) order: a claimed variant would be one more kernel
 // per class. (Until 2026-12-04 such matrices took a direct path: one CTA per item copying its
 // rows with ordinary loads, no prefetch, 0.11-0.40x of copy: docs/performance_log.md, "Unaligned
