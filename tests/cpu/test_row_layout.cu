@@ -4,7 +4,10 @@
 // vectors; a warp's accesses to one group index are contiguous (coalesced);
 // in warp-blocked layouts each warp's columns are one stretch (lane 31's
 // group g is followed by lane 0's group g + 1); and row_piece<L> at
-// n x group_stride holds exactly group n's registers.
+// n x group_stride holds exactly group n's registers. And the bookkeeping of the order-free
+// loads of shifted rows (held_columns): the registers it says hold a column name each column of
+// the chunk exactly once, as the stage position they read (the lead's from the extra unit), and
+// all() is true exactly where every register holds one.
 #include <gtest/gtest.h>
 
 #include <type_traits>
@@ -53,7 +56,63 @@ void check_layout() {
             << "piece " << n << ", thread " << t;
 }
 
+// held_columns of an order-free load of a shifted chunk (E-element units, `shift` elements in)
+// and of the ordered loads (shift 0), for every shift and `cols` cutting the chunk anywhere.
+template <class Layout, int E>
+void check_held_columns() {
+  SCOPED_TRACE(::testing::Message() << "row_layout<" << Layout::threads << ", " << Layout::groups << ", "
+                                    << Layout::group_elements << ", " << Layout::block_threads << ">, E " << E);
+  constexpr int C = Layout::columns;
+  for (int shift = 0; shift < E; ++shift)
+    for (int cols : {-3, 0, 1, E - 1, E, E + 1, C / 2 + 3, C - E - 1, C - E + 1, C - 2, C - 1, C, C + 1, C + 9}) {
+      SCOPED_TRACE(::testing::Message() << "shift " << shift << ", cols " << cols);
+      const int held_cols = cols < 0 ? 0 : (cols < C ? cols : C);
+      const auto held = detail::unordered_columns<Layout>(shifted_row<bf16>{nullptr, shift}, cols);
+      const held_columns<Layout, false> ordered{cols};
+      std::vector<int> seen(C, 0);
+      for (int t = 0; t < Layout::threads; ++t) {
+        bool every = true, every_ordered = true;
+        for (int j = 0; j < Layout::elements; ++j) {
+          const int p = Layout::column(t, j);
+          // The stage position register j reads: its own, or for the lead (the first E registers
+          // of column 0's owner, below shift) the extra unit's.
+          const int position = (p < shift && Layout::owner(0) == uint32_t(t)) ? C + p : p;
+          const int column = position - shift;
+          const bool inside = column >= 0 && column < held_cols;
+          ASSERT_EQ(held.holds(t, j), inside) << "thread " << t << " register " << j;
+          if (inside) {
+            EXPECT_EQ(held.column(t, j), column) << "thread " << t << " register " << j;
+            ++seen[column];
+          }
+          every = every && inside;
+          EXPECT_EQ(ordered.holds(t, j), p < cols);
+          EXPECT_EQ(ordered.column(t, j), p);
+          every_ordered = every_ordered && p < cols;
+        }
+        EXPECT_EQ(held.all(t), every) << "thread " << t;
+        EXPECT_EQ(ordered.all(t), every_ordered) << "thread " << t;
+      }
+      for (int c = 0; c < C; ++c) ASSERT_EQ(seen[c], c < held_cols ? 1 : 0) << "column " << c;
+    }
+}
+
 }  // namespace
+
+TEST(RowLayout, HeldColumnsOfOrderFreeLoads) {
+  check_held_columns<row_layout<2, 2, 8>, 8>();  // row_io.cuh's example
+  check_held_columns<row_layout<32, 4, 8>, 8>();
+  check_held_columns<warp_blocked_row_layout<64, 2, 8>, 8>();
+  check_held_columns<warp_blocked_row_layout<128, 8, 8>, 8>();  // 64 bf16 columns per thread
+  check_held_columns<warp_blocked_row_layout<128, 2, 4>, 4>();  // fp32 units
+  check_held_columns<warp_blocked_row_layout<64, 2, 16>, 8>();  // two units per group
+  // The documented example: thread 0's lead holds the tail's columns 29, 30, 31.
+  const auto held = detail::unordered_columns<row_layout<2, 2, 8>>(shifted_row<bf16>{nullptr, 3}, 40);
+  EXPECT_EQ(held.column(0, 0), 29);
+  EXPECT_EQ(held.column(0, 2), 31);
+  EXPECT_EQ(held.column(0, 3), 0);
+  EXPECT_EQ(held.column(0, 8), 13);
+  EXPECT_EQ(held.column(1, 0), 5);
+}
 
 TEST(RowLayout, EveryColumnHasExactlyOneOwner) {
   check_layout<row_layout<4, 2, 8>>();

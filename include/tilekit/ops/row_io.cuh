@@ -487,8 +487,8 @@ struct held_columns {
 namespace detail {
 // The columns a shifted chunk's order-free load holds (see held_columns).
 template <class Layout, class T>
-TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> unordered_columns(shifted_row<T> row, int cols) {
-  return {min(cols, Layout::columns) + row.shift, row.shift};
+TILEKIT_HOST_DEVICE constexpr held_columns<Layout, true> unordered_columns(shifted_row<T> row, int cols) {
+  return {(cols < Layout::columns ? cols : Layout::columns) + row.shift, row.shift};
 }
 // f(register, unit) for the thread's 16-byte units of a shifted row's stage that lie below
 // `end` (stage positions), as they lie: one ld.shared each. Full: every unit lies below end.
