@@ -465,8 +465,10 @@ struct held_columns {
   // Whether register j of `thread` holds a column (else it holds `fill`).
   TILEKIT_HOST_DEVICE constexpr bool holds(int thread, int j) const {
     const int p = Layout::column(thread, j);
+    // Only registers of group 0 can lie below shift (< one 16-byte unit <= a group); in unrolled
+    // loops j is a constant, so the other registers cost one compare.
     if constexpr (Shifted)
-      if (p < shift) return Layout::columns + p < end;
+      if (j < Layout::group_elements && p < shift) return Layout::columns + p < end;
     return p < end;
   }
   // The column that register j of `thread` holds, where holds(thread, j).
@@ -561,9 +563,9 @@ TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> load_row_unordered(floa
   constexpr int E = vector_elements<T>;
   const held_columns<Layout, true> held = detail::unordered_columns<Layout>(row, cols);
   const detail::stage_lead<Layout, T> lead(row, held, thread);
-  // Unit j / E as floats; the lead's fill in floats (`fill` need not be a value of T).
-  auto put = [&](int j, uint4 w) {
-    detail::unpack_word<T>(w, dst + j);
+  // The lead of unit 0 (registers 0 .. shift - 1) in floats: the tail's elements, then `fill`
+  // (`fill` need not be a value of T). After the end test below, which the lead's registers fail.
+  auto with_lead = [&](int j) {
     if (j == 0 && lead.here) {
       float tail[E];
       detail::unpack_word<T>(lead.tail_unit(), tail);
@@ -572,16 +574,21 @@ TILEKIT_DEVICE TILEKIT_INLINE held_columns<Layout, true> load_row_unordered(floa
         if (i < lead.shift) dst[i] = i < lead.tail ? tail[i] : fill;
     }
   };
-  if (Layout::full(thread, held.end)) {
-    detail::for_each_stage_unit<Layout, true>(row, held.end, thread, put);
+  // Warp-uniform (as load_row_pairs_unordered): a warp runs one of the two paths, never both.
+  if (detail::warp_full<Layout>(thread, held.end)) {
+    detail::for_each_stage_unit<Layout, true>(row, held.end, thread, [&](int j, uint4 w) {
+      detail::unpack_word<T>(w, dst + j);
+      with_lead(j);
+    });
   } else {
 #pragma unroll
     for (int j = 0; j < Layout::elements; ++j) dst[j] = fill;
     detail::for_each_stage_unit<Layout, false>(row, held.end, thread, [&](int j, uint4 w) {
-      put(j, w);
+      detail::unpack_word<T>(w, dst + j);
 #pragma unroll
       for (int i = 0; i < E; ++i)
-        if (Layout::column(thread, j + i) >= held.end && !(j == 0 && i < lead.shift && lead.here)) dst[j + i] = fill;
+        if (Layout::column(thread, j + i) >= held.end) dst[j + i] = fill;
+      with_lead(j);
     });
   }
   return held;
