@@ -221,20 +221,10 @@ TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& la
   if (label.owned) out[label.column] = convert<T>(dlogit());
 }
 
-// Whether every thread of the warp holds no padding (held_columns::all): the reductions below
-// take their unchecked path, else the whole warp takes the checked one. (Per thread, a warp with
-// one thread of padding, which a misaligned row's lead or a row's tail gives every row, ran
-// both paths one after the other: ncu, bf16 1023 columns, H100, 2026-12-06: 338 of 840
-// warp instructions per row on one thread.)
-template <class Held>
-TILEKIT_DEVICE TILEKIT_INLINE bool warp_holds_all(const Held& held, int thread) {
-  return __all_sync(__activemask(), held.all(thread));
-}
-
 // The sum of a thread's logits, padding (the registers that hold no column: held_columns)
 // skipped: over floats, or over packed pairs (register j of the layout = element j % 2 of pair
 // j / 2). Four independent chains: one chain of 32 dependent FADDs would be the longest latency
-// of a 1K row. `whole`: warp_holds_all.
+// of a 1K row. `whole`: held_columns::warp_all (no thread of the warp holds padding).
 template <class Held, class V, int N>
 TILEKIT_DEVICE TILEKIT_INLINE float sum_of_logits(const V (&values)[N], const Held& held, int thread, bool whole) {
   auto element = [&](int j) {
@@ -273,11 +263,11 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_partial(float m, float sum_exp, floa
 }
 
 // The packed path's warp partial: (max, sum of exp(x - max)) in natural units and, with label
-// smoothing, the sum of the logits. A thread without padding takes both sums in one pass (each
-// pair unpacked once, one more FADD per element); a thread with padding (-inf: the tail, or in
-// shifted rows read order-free the lead; held_columns) sums its logits separately, register by
-// register. A warp of padding only gives (-inf, 0, 0), one
-// of -inf logits (-inf, 0, -inf). Fused: the exponents as x log2 e - m log2 e, one FFMA (see
+// smoothing, the sum of the logits. A warp without padding takes both sums in one pass (each
+// pair unpacked once, one more FADD per element); a warp with padding (-inf: the tail, or in
+// shifted rows read order-free the lead; held_columns::warp_all) sums its logits separately,
+// register by register. A warp of padding only gives (-inf, 0, 0), one of -inf logits (-inf, 0,
+// -inf). Fused: the exponents as x log2 e - m log2 e, one FFMA (see
 // row_probability; the max's own term is then 1 only to ~1e-7).
 template <bool Fused = false, class Held, class P, int N>
 TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], const Held& held, int thread,
@@ -291,9 +281,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], cons
     else return (x - m) * log2e;
   };
   float sum_exp = 0.f, sum_logits = 0.f;
-  // Warp-uniform (warp_holds_all): a warp without padding takes both sums in one pass, each
-  // pair unpacked once; the others the exponentials, then the column-tested logits.
-  if (with_logit_sum && warp_holds_all(held, thread)) {
+  if (with_logit_sum && held.warp_all(thread)) {
     float s0 = 0.f, s1 = 0.f, t0 = 0.f, t1 = 0.f;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -457,11 +445,11 @@ struct ce_forward_op : row_op_defaults {
       if (at.segment > 0) m = fmaxf(m, out.max);
       if (m != -infinity)  // else only padding (or -inf logits) so far: a sum of 0
         sum_exp = tilekit::detail::exp2_sum_of(pairs, [m](float x) { return (x - m) * log2e; });
-      if (with_logit_sum) sum_logits = sum_of_logits(pairs, held, at.thread, warp_holds_all(held, at.thread));
+      if (with_logit_sum) sum_logits = sum_of_logits(pairs, held, at.thread, held.warp_all(at.thread));
     } else {
       float values[layout::elements];
       const auto held = load_row_unordered<layout>(values, segment, cols, at.thread, -infinity);
-      if (with_logit_sum) sum_logits = sum_of_logits(values, held, at.thread, warp_holds_all(held, at.thread));
+      if (with_logit_sum) sum_logits = sum_of_logits(values, held, at.thread, held.warp_all(at.thread));
       m = tilekit::detail::thread_max(values);
       if (at.segment > 0) m = fmaxf(m, out.max);
       if (m != -infinity) sum_exp = tilekit::detail::exp2_in_place(values, [m](float x) { return (x - m) * log2e; });
@@ -570,7 +558,7 @@ struct ce_forward_op : row_op_defaults {
   template <class Held, int N>
   TILEKIT_DEVICE TILEKIT_INLINE static ce_stats float_statistics(float (&values)[N], const Held& held, int thread,
                                                                  bool with_logit_sum) {
-    const float sum_logits = with_logit_sum ? sum_of_logits(values, held, thread, warp_holds_all(held, thread)) : 0.f;
+    const float sum_logits = with_logit_sum ? sum_of_logits(values, held, thread, held.warp_all(thread)) : 0.f;
     const float m = tilekit::detail::warp_max(values);
     if (m == -infinity) {  // warp-uniform: padding (or -inf logits) only
 #pragma unroll
