@@ -12,7 +12,8 @@
 #      injected) info line, which ptxas prints instead of failing;
 #   4. the CPU model of the GPU tests' backward and softmax checks (tools/test_strength.cpp):
 #      with the tests' inputs, a correct kernel passes and each modelled bug fails;
-#   5. tools/perf_table.py --self-test (the performance table and its target check).
+#   5. tools/perf_table.py --self-test (the performance table and its target check) and
+#      tools/ncu_source.py --self-test (the ncu source-view summary).
 #
 # Usage:
 #   tools/ci_checks.sh                         all checks
@@ -137,6 +138,8 @@ check_test_strength() {
 check_perf_table() {
   python3 tools/perf_table.py --self-test || fail "tools/perf_table.py --self-test failed"
   note "perf table: tools/perf_table.py builds the table and finds the cells under target (self-test)"
+  python3 tools/ncu_source.py --self-test || fail "tools/ncu_source.py --self-test failed"
+  note "ncu source view: tools/ncu_source.py summarizes a made-up kernel as expected (self-test)"
 }
 
 check_generated_code
