@@ -13,7 +13,9 @@ What it prints, per CSV:
     item (e.g. "1" = one warp per row runs it, "7" = seven warps per row, "0.5" = one warp of
     every other row); the largest blocks that run, in address order, with their samples,
     no_inst samples and most frequent opcodes. Warps of one row that run code of their own (a
-    row's tail warp, say) show up as classes of their own.
+    row's tail warp, say) show up as classes of their own. A class mixes warps and rows: 1 per
+    row is one warp on every row, or 8 warps on one row in 8 (rows of two kinds); what the
+    block does (its opcodes, a test inside it that runs 0.125 times per row) tells which.
 
 Why: ncu's text report gives the stall reasons of the whole kernel; it does not say which code
 is hot or which warps run which code. The CE forward + dlogits at odd 16383 columns lost 7% with
