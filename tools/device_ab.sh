@@ -27,34 +27,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 [ -f .ab/base/CMakeLists.txt ] || { echo "device_ab.sh: no base tree in .ab/base (see the usage)" >&2; exit 2; }
 read -r -a benches <<< "${BENCHES:-bench_cross_entropy}"
 rounds=${ROUNDS:-2}
-# Sides in run order: base, the other .ab trees, ours (the working tree); side -> source, build.
+# Sides in run order: base, the other .ab trees, ours (the working tree).
 sides=(base)
 for tree in .ab/*/; do
   name=$(basename "$tree")
   [ "$name" != base ] && [ -f "$tree/CMakeLists.txt" ] && sides+=("$name")
 done
 sides+=(ours)
-declare -A src build
-for side in "${sides[@]}"; do
-  if [ "$side" = ours ]; then src[$side]=.; build[$side]=build; else src[$side]=.ab/$side; build[$side]=build-ab-$side; fi
-done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-declare -A builder
-for side in "${sides[@]}"; do
-  (cmake -S "${src[$side]}" -B "${build[$side]}" "${device_cmake_flags[@]}" &&
-   cmake --build "${build[$side]}" -j"$(nproc)" --target "${benches[@]}") > "/tmp/ab_$side.log" 2>&1 &
-  builder[$side]=$!
-done
-failed=0
-for side in "${sides[@]}"; do
-  wait "${builder[$side]}" || { echo "== build of side $side failed"; tail -30 "/tmp/ab_$side.log"; failed=1; }
-done
-[ "$failed" = 0 ] || exit 1
-note "built ${sides[*]}"
+build_sides "${sides[*]}" "${benches[@]}"
 for bench in "${benches[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
     for side in "${sides[@]}"; do
-      "${build[$side]}/bench/$bench" ${FILTER:+--benchmark_filter=$FILTER} --benchmark_out="$out/$bench.$side.$r.json" \
+      "${side_build[$side]}/bench/$bench" ${FILTER:+--benchmark_filter=$FILTER} --benchmark_out="$out/$bench.$side.$r.json" \
         --benchmark_out_format=json > "/tmp/$bench.$side.$r.txt" 2>&1 || { echo "$bench $side failed"; tail "/tmp/$bench.$side.$r.txt"; exit 1; }
       note "$bench $side round $r"
     done

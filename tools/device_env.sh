@@ -1,4 +1,4 @@
-# Sourced by the device-machine scripts (tools/device_check.sh, tools/device_ab.sh,
+# Sourced by the device-machine scripts (tools/device_check.sh, tools/device_ab.sh, tools/device_ncu.sh,
 # tools/device_margins.sh): the one CMake configuration they build with, so that a warm
 # machine's build/ is never reconfigured (and rebuilt from scratch) by going from one script to
 # the other, plus their clock, log line, time left and build step. --split-compile=0 (nvcc
@@ -22,4 +22,28 @@ device_build() {
          cmake --build "$PWD/build" -j"$(nproc)" --target "$@" >> "$log" 2>&1; }; then
     note "build failed"; grep -B2 -A10 "error" "$log" | head -60; exit 1
   fi
+}
+# Build the given targets for several source trees side by side (tools/device_ab.sh,
+# tools/device_ncu.sh): side "ours" is the working tree in build/, any other side <name> the tree
+# .ab/<name> in build-ab-<name>/. Usage: build_sides "base ours" target...; fills side_build
+# (side -> build folder); on a failed build prints the end of its log and exits.
+declare -A side_build
+build_sides() {
+  local -a sides
+  read -r -a sides <<< "$1"
+  shift
+  local side src dir failed=0
+  local -A builder
+  for side in "${sides[@]}"; do
+    if [ "$side" = ours ]; then src=.; dir=build; else src=.ab/$side; dir=build-ab-$side; fi
+    side_build[$side]=$dir
+    (cmake -S "$src" -B "$dir" "${device_cmake_flags[@]}" && cmake --build "$dir" -j"$(nproc)" --target "$@") \
+      > "/tmp/build_$side.log" 2>&1 &
+    builder[$side]=$!
+  done
+  for side in "${sides[@]}"; do
+    wait "${builder[$side]}" || { echo "== build of side $side failed"; tail -30 "/tmp/build_$side.log"; failed=1; }
+  done
+  [ "$failed" = 0 ] || exit 1
+  note "built ${sides[*]}"
 }

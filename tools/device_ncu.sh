@@ -24,25 +24,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 : "${BENCH:?BENCH: the benchmark binary}" "${FILTER:?FILTER: one benchmark}"
 sides=(ours)
 [ -f .ab/base/CMakeLists.txt ] && sides=(base ours)
-declare -A src build builder
-src[ours]=.; build[ours]=build
-src[base]=.ab/base; build[base]=build-ab-base
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for side in "${sides[@]}"; do
-  (cmake -S "${src[$side]}" -B "${build[$side]}" "${device_cmake_flags[@]}" &&
-   cmake --build "${build[$side]}" -j"$(nproc)" --target "$BENCH") > "/tmp/ncu_build_$side.log" 2>&1 &
-  builder[$side]=$!
-done
-for side in "${sides[@]}"; do
-  wait "${builder[$side]}" || { echo "== build of side $side failed"; tail -30 "/tmp/ncu_build_$side.log"; exit 1; }
-done
-note "built ${sides[*]}"
+build_sides "${sides[*]}" "$BENCH"
 csvs=()
 for side in "${sides[@]}"; do
   rm -f "/tmp/ncu_$side.ncu-rep"
   ncu --clock-control none --kernel-name "${KERNEL:-regex:row_kernel}" --launch-skip "${SKIP:-3}" --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -o "/tmp/ncu_$side" \
-    "${build[$side]}/bench/$BENCH" --benchmark_filter="$FILTER" > "/tmp/ncu_$side.log" 2>&1
+    "${side_build[$side]}/bench/$BENCH" --benchmark_filter="$FILTER" > "/tmp/ncu_$side.log" 2>&1
   [ -f "/tmp/ncu_$side.ncu-rep" ] || { echo "== ncu of side $side wrote no report"; tail -20 "/tmp/ncu_$side.log"; exit 1; }
   ncu -i "/tmp/ncu_$side.ncu-rep" --page source --csv --print-source sass > "$out/$side.csv"
   ncu -i "/tmp/ncu_$side.ncu-rep" --page details > "$out/$side.txt"

@@ -131,27 +131,28 @@ def summary(name: str, code: list[Instruction], items: int | None, hot: float, b
                  f"({len(hot_lines) * LINE_BYTES / 1024:.1f} KB)")
     if not items:
         return lines
-    # Blocks: runs of consecutive instructions of one execution class.
-    runs: list[list[Instruction]] = []
+    # Blocks: runs of consecutive instructions of one execution class, as (class, instructions).
+    runs: list[tuple[str, list[Instruction]]] = []
     for ins in code:
         cls = execution_class(ins.executed / scale)
-        if runs and execution_class(runs[-1][0].executed / scale) == cls:
-            runs[-1].append(ins)
+        if runs and runs[-1][0] == cls:
+            runs[-1][1].append(ins)
         else:
-            runs.append([ins])
+            runs.append((cls, [ins]))
     by_class: Counter[str] = Counter()
-    for run in runs:
-        by_class[execution_class(run[0].executed / scale)] += len(run)
+    for cls, run in runs:
+        by_class[cls] += len(run)
     lines.append("  instructions per class (executions per item): "
                  + ", ".join(f"{c}: {n}" for c, n in sorted(by_class.items(), key=lambda kv: -kv[1])))
-    executed_runs = [run for run in runs if run[0].executed > 0]
-    largest = sorted(sorted(executed_runs, key=len, reverse=True)[:blocks], key=lambda run: run[0].address)
+    executed_runs = [(cls, run) for cls, run in runs if cls != "0"]
+    largest = sorted(executed_runs, key=lambda r: len(r[1]), reverse=True)[:blocks]
+    largest.sort(key=lambda r: r[1][0].address)
     lines.append(f"  the {len(largest)} largest blocks that run (offset from the kernel's start):")
     lines.append(f"    {'offset':>13} {'class':>5} {'instr':>5} {'samples':>7} {'no_inst':>7}  opcodes")
-    for run in largest:
+    for cls, run in largest:
         ops = Counter(i.opcode for i in run).most_common(5)
         lines.append(f"    {run[0].address - start:6x}-{run[-1].address - start:6x} "
-                     f"{execution_class(run[0].executed / scale):>5} {len(run):5d} {sum(i.samples for i in run):7d} "
+                     f"{cls:>5} {len(run):5d} {sum(i.samples for i in run):7d} "
                      f"{sum(i.stalls.get('no_inst', 0) for i in run):7d}  " + " ".join(f"{o}:{n}" for o, n in ops))
     return lines
 
