@@ -269,7 +269,14 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_partial(float m, float sum_exp, floa
 // register by register. A warp of padding only gives (-inf, 0, 0), one of -inf logits (-inf, 0,
 // -inf). Fused: the exponents as x log2 e - m log2 e, one FFMA (see
 // row_probability; the max's own term is then 1 only to ~1e-7).
-template <bool Fused = false, class Held, class P, int N>
+// OnePass (the shifted rows with dlogits): every warp takes the one pass, and a thread holding
+// padding then sums its logits again, so that a row's tail warp runs the other warps' code
+// instead of code of its own while they wait for it at the row's reduction. With the overread
+// loads (row_io.cuh), H100 same-run A/B (2026-12-06), with dlogits 2047 / 4095 / 8191 / 16383 /
+// 32767 columns: per-warp choice 1.114 / 1.085 / 1.079 / 1.067 / 1.094x of main, OnePass 1.090 /
+// 1.123 / 1.113 / 1.115 / 1.211x. Without the overread loads OnePass gained only ~1%
+// (docs/performance_log.md, "The tail warp's loads").
+template <bool Fused = false, bool OnePass = false, class Held, class P, int N>
 TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], const Held& held, int thread,
                                                        bool with_logit_sum) {
   const float m = tilekit::detail::warp_max(pairs);
@@ -281,7 +288,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], cons
     else return (x - m) * log2e;
   };
   float sum_exp = 0.f, sum_logits = 0.f;
-  if (with_logit_sum && held.warp_all(thread)) {
+  if (with_logit_sum && (OnePass || held.warp_all(thread))) {
     float s0 = 0.f, s1 = 0.f, t0 = 0.f, t1 = 0.f;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -293,6 +300,7 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], cons
     }
     sum_exp = s0 + s1;
     sum_logits = t0 + t1;
+    if (OnePass && !held.all(thread)) sum_logits = sum_of_logits(pairs, held, thread, false);
   } else {
     sum_exp = tilekit::detail::exp2_sum_of(pairs, exponent);
     if (with_logit_sum) sum_logits = sum_of_logits(pairs, held, thread, false);
@@ -507,10 +515,16 @@ struct ce_forward_op : row_op_defaults {
     [[maybe_unused]] float values[packed ? 1 : layout::elements];
     [[maybe_unused]] packed_t<T> pairs[packed ? layout::elements / 2 : 1];
     if constexpr (packed) {
-      load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
-      warp = warp_statistics<fused_exponent<T, S>>(pairs, held_columns<layout, false>{cols}, at.thread, smoothing != 0.f);
+      // Shifted rows: overread (row_io.cuh), so that the tail's warp loads as the others do.
+      if constexpr (S::shifted)
+        load_row_pairs_aligned<layout>(pairs, overread(in[0]), cols, at.thread, convert<T>(-infinity));
+      else
+        load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(-infinity));
+      warp = warp_statistics<fused_exponent<T, S>, S::shifted>(pairs, held_columns<layout, false>{cols}, at.thread,
+                                                              smoothing != 0.f);
     } else {
-      load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
+      if constexpr (S::shifted) load_row_aligned<layout>(values, overread(in[0]), cols, at.thread, -infinity);
+      else load_row_aligned<layout>(values, in[0], cols, at.thread, -infinity);
       // values := exp(x - warp max)
       warp = float_statistics(values, held_columns<layout, false>{cols}, at.thread, smoothing != 0.f);
     }
@@ -625,7 +639,8 @@ struct ce_backward_op : row_op_defaults {
     const row_probability<fused_exponent<T, S>> probability(r.lse);
 
     float values[layout::elements];
-    load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
+    if constexpr (S::shifted) load_row_aligned<layout>(values, overread(in[0]), cols, at.thread, 0.f);
+    else load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j)
       values[j] = dlogit_from_logit(values[j], probability, probability_scale, uniform_target);

@@ -10,7 +10,9 @@
 // (shifted_row::operator[]), with load_row_aligned (floats; columns past the chunk must hold the
 // fill), piece by piece through a voted_row in the warp-blocked layout that the row kernels'
 // shifted schedules use (one warp vote for all the row's pieces: the fill rule must hold where the
-// vote says the warp is not whole) and, for 16-bit rows, with load_row_pairs_aligned. And the
+// vote says the warp is not whole) and, for 16-bit rows, with load_row_pairs_aligned; the
+// overread loads of both (overread(row): every unit read, the poison past the chunk overwritten
+// with the fill) must give those registers bit for bit (a difference counts as a stray). And the
 // order-free loads of reductions (load_row_unordered, load_row_pairs_unordered: held_columns), in
 // the same warp-blocked layout, given the columns left in the row from the chunk's start (more
 // than the chunk where the row goes on): every column of the chunk in exactly one register, the
@@ -79,6 +81,13 @@ __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_r
       load_row_aligned<layout>(v, row, chunk, threadIdx.x, fill);
 #pragma unroll
       for (int j = 0; j < layout::elements; ++j) loaded[at + layout::column(threadIdx.x, j)] = v[j];
+      {  // the overread load: the same registers, bit for bit
+        float o[layout::elements];
+        load_row_aligned<layout>(o, overread(row), chunk, threadIdx.x, fill);
+#pragma unroll
+        for (int j = 0; j < layout::elements; ++j)
+          if (__float_as_uint(o[j]) != __float_as_uint(v[j])) atomicAdd(strays, 1);
+      }
       {
         using blocked = warp_blocked_row_layout<Threads, layout::groups, vector_elements<T>>;
         using piece = row_piece<blocked>;
@@ -131,6 +140,15 @@ __global__ void shifted_kernel(row_source<T> a, row_source<T> b, int64_t first_r
       if constexpr (is_16bit_float<T>) {
         packed_t<T> p[layout::elements / 2];
         load_row_pairs_aligned<layout>(p, row, chunk, threadIdx.x, convert<T>(fill));
+        packed_t<T> o[layout::elements / 2];  // the overread load: the same pairs, bit for bit
+        load_row_pairs_aligned<layout>(o, overread(row), chunk, threadIdx.x, convert<T>(fill));
+#pragma unroll
+        for (int j = 0; j < layout::elements / 2; ++j) {
+          uint32_t x, y;
+          memcpy(&x, &o[j], sizeof(x));
+          memcpy(&y, &p[j], sizeof(y));
+          if (x != y) atomicAdd(strays, 1);
+        }
 #pragma unroll
         for (int j = 0; j < layout::elements / 2; ++j) {
           unsigned short e[2];
@@ -224,7 +242,7 @@ int run_case(const shifted_case& c) {
           if (inside) report("load_row_pairs_unordered", i, r, col, got_unordered_pairs[at], raw_bits(source));
         }
       }
-  report("order-free registers against held_columns", 0, 0, 0, uint32_t(strays.download()[0]), 0u);
+  report("order-free registers against held_columns, overread against plain loads", 0, 0, 0, uint32_t(strays.download()[0]), 0u);
   return bad;
 }
 

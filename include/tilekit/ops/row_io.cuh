@@ -313,9 +313,9 @@ struct shifted_row {
 
 namespace detail {
 // The thread's groups of a shifted row as 16-byte units: f(g, k, unit) for each unit k of group g
-// (columns [group_column(thread, g) + k E, + E)), in order. Full (every unit lies below `cols`):
-// straight-line code; otherwise units from `cols` on are skipped (a branch per unit; the warp
-// that holds a row's last column). The row is read with ld.shared on its 32-bit shared-window
+// (columns [group_column(thread, g) + k E, + E)), in order. Full (every unit lies below `cols`,
+// or the caller overwrites those past it: overread_row below): straight-line code; otherwise
+// units from `cols` on are skipped (a branch per unit; the warp that holds a row's last column). The row is read with ld.shared on its 32-bit shared-window
 // address (through a generic pointer each unit cost a 64-bit address and a generic load). Units
 // past `cols` are not read. (Reading them too, for straight-line code on both paths, was tried
 // with another form of the edge stores and spilled more where kernels sit at the register cap,
@@ -435,6 +435,88 @@ TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Lay
 #pragma unroll
     for (int i = 0; i < E / 2; ++i)
       out[i] = make_pair<T>(c0 + 2 * i < cols ? e[2 * i] : fill, c0 + 2 * i + 1 < cols ? e[2 * i + 1] : fill);
+  });
+}
+
+// A shifted row whose loads read every unit of the layout, also those at or past `cols`, in
+// straight-line code for every thread, and then overwrite the registers of columns >= cols with
+// the fill in the threads that hold such columns (a divergent branch, taken by the lanes of a
+// row's tail), unit by unit, so that a unit below `cols` costs one compare. An op asks for it
+// with overread(row); the loads of a plain shifted_row skip the units past `cols` instead.
+// The units past `cols` lie inside the stage: a row's reads end at most Layout::columns plus one
+// unit past its first unit, which is the end of its stage row (row_stream::pitch: one unit more
+// than the layout), or, for row r > 0 of a dense item (rows back to back from row 0's shift,
+// row 0 in the stage's first unit), at most r cols + Layout::columns + 2E - 1 elements in (E per
+// unit), inside the item's rows x pitch. Those units hold another row's columns, stale bytes or
+// a test's poison, all overwritten. (For row streams whose layout is their stage row: the row
+// kernels'.)
+// Why: skipping those units (a branch per unit) serialised the tail's shared loads, and the
+// warp that holds a row's tail ran code of its own, 3.4x the instructions of the other warps'
+// loads, while they waited for it at the row's reduction (ncu, CE forward + dlogits, bf16 16383
+// columns, H100, 2026-12-06: the tail warp's load 1430 stall samples per row, another warp's
+// 407). Why not for every kernel: where a kernel sits at the register cap, the straight-line
+// reads spill (the norms backward: 0 -> 288-372 spill stores per thread at 32K-256K, up to 17%
+// slower; the bf16 softmax forward at 32K and the LayerNorm backward at 1K spilled with an
+// earlier form of it). docs/performance_log.md, "The tail warp's loads".
+template <class T>
+struct overread_row {
+  shifted_row<T> row;
+};
+template <class T>
+TILEKIT_DEVICE TILEKIT_INLINE overread_row<T> overread(shifted_row<T> row) {
+  return {row};
+}
+
+namespace detail {
+// After a load of every unit: set(j, keep) for each unit (its first register j) of `thread`
+// that holds a column >= cols, keep[i] whether its element i is a column below cols; nothing in
+// a thread whose columns all lie below cols (Layout::full).
+template <class Layout, int E, class Set>
+TILEKIT_DEVICE TILEKIT_INLINE void fill_units_past(int cols, int thread, Set set) {
+  if (Layout::full(thread, cols)) return;
+#pragma unroll
+  for (int j = 0; j < Layout::elements; j += E) {
+    const int c0 = Layout::column(thread, j);
+    if (c0 + E <= cols) continue;
+    bool keep[E];
+#pragma unroll
+    for (int i = 0; i < E; ++i) keep[i] = c0 + i < cols;
+    set(j, keep);
+  }
+}
+}  // namespace detail
+
+// load_row_aligned of an overread row: the registers of load_row_aligned.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], overread_row<T> row, int cols,
+                                                    int thread, float fill = 0.0f) {
+  constexpr int E = vector_elements<T>;
+  detail::for_each_shifted_unit<Layout, true>(row.row, cols, thread, [&](int g, int k, uint4 w) {
+    detail::unpack_word<T>(w, dst + g * Layout::group_elements + k * E);
+  });
+  detail::fill_units_past<Layout, E>(cols, thread, [&](int j, const bool (&keep)[E]) {
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (!keep[i]) dst[j + i] = fill;
+  });
+}
+
+// load_row_pairs_aligned of an overread row.
+template <class Layout, class T>
+TILEKIT_DEVICE TILEKIT_INLINE void load_row_pairs_aligned(packed_t<T> (&dst)[Layout::elements / 2],
+                                                          overread_row<T> row, int cols, int thread, T fill) {
+  static_assert(is_16bit_float<T>, "load_row_pairs_aligned: 16-bit rows (bf16, fp16)");
+  constexpr int E = vector_elements<T>;
+  detail::for_each_shifted_unit<Layout, true>(row.row, cols, thread, [&](int g, int k, uint4 w) {
+    memcpy(dst + (g * Layout::group_elements + k * E) / 2, &w, sizeof(w));
+  });
+  detail::fill_units_past<Layout, E>(cols, thread, [&](int j, const bool (&keep)[E]) {
+    T e[E];
+    memcpy(e, dst + j / 2, sizeof(e));
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (!keep[i]) e[i] = fill;
+    memcpy(dst + j / 2, e, sizeof(e));
   });
 }
 
