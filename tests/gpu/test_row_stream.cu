@@ -242,7 +242,8 @@ int run_case(const shifted_case& c) {
           if (inside) report("load_row_pairs_unordered", i, r, col, got_unordered_pairs[at], raw_bits(source));
         }
       }
-  report("order-free registers against held_columns, overread against plain loads", 0, 0, 0, uint32_t(strays.download()[0]), 0u);
+  report("order-free registers against held_columns, overread against plain loads", 0, 0, 0,
+         uint32_t(strays.download()[0]), 0u);
   return bad;
 }
 

@@ -315,11 +315,12 @@ namespace detail {
 // The thread's groups of a shifted row as 16-byte units: f(g, k, unit) for each unit k of group g
 // (columns [group_column(thread, g) + k E, + E)), in order. Full (every unit lies below `cols`,
 // or the caller overwrites those past it: overread_row below): straight-line code; otherwise
-// units from `cols` on are skipped (a branch per unit; the warp that holds a row's last column). The row is read with ld.shared on its 32-bit shared-window
-// address (through a generic pointer each unit cost a 64-bit address and a generic load). Units
-// past `cols` are not read. (Reading them too, for straight-line code on both paths, was tried
-// with another form of the edge stores and spilled more where kernels sit at the register cap,
-// e.g. the bf16 softmax forward at 32K 340 bytes, the LayerNorm backward at 1K 820.)
+// units from `cols` on are skipped (a branch per unit; the warp that holds a row's last column)
+// and not read. The row is read with ld.shared on its 32-bit shared-window address (through a
+// generic pointer each unit cost a 64-bit address and a generic load). (Reading the units past
+// `cols` in every load, for straight-line code on both paths, was tried with another form of the
+// edge stores and spilled more where kernels sit at the register cap, e.g. the bf16 softmax
+// forward at 32K 340 bytes, the LayerNorm backward at 1K 820.)
 template <class Layout, bool Full, class T, class F>
 TILEKIT_DEVICE TILEKIT_INLINE void for_each_shifted_unit(shifted_row<T> row, int cols, int thread, F f) {
   constexpr int E = vector_elements<T>;
@@ -375,7 +376,8 @@ TILEKIT_DEVICE TILEKIT_INLINE void vote_rows(voted_row<T> (&out)[K], const shift
 }
 
 namespace detail {
-// load_row_aligned of a shifted row; `whole`: the warp's vote already taken (voted_row).
+// load_row_aligned of a shifted row; `whole`: the warp's vote already taken (voted_row), or every
+// unit to be read whatever `cols` (overread_row, which overwrites the columns past it after).
 template <class Layout, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_shifted_row(float (&dst)[Layout::elements], shifted_row<T> row, bool whole,
                                                     int cols, int thread, float fill) {
@@ -491,9 +493,7 @@ template <class Layout, class T>
 TILEKIT_DEVICE TILEKIT_INLINE void load_row_aligned(float (&dst)[Layout::elements], overread_row<T> row, int cols,
                                                     int thread, float fill = 0.0f) {
   constexpr int E = vector_elements<T>;
-  detail::for_each_shifted_unit<Layout, true>(row.row, cols, thread, [&](int g, int k, uint4 w) {
-    detail::unpack_word<T>(w, dst + g * Layout::group_elements + k * E);
-  });
+  detail::load_shifted_row<Layout>(dst, row.row, true, cols, thread, fill);  // as if whole: every unit
   detail::fill_units_past<Layout, E>(cols, thread, [&](int j, const bool (&keep)[E]) {
 #pragma unroll
     for (int i = 0; i < E; ++i)
