@@ -6,7 +6,8 @@
 // and lse written (M x 4 B each); the fused forward also writes dlogits (M x V x 2 B); the
 // backward reads logits, labels, lse and the per-row upstream gradient and writes dlogits.
 // The *_odd benchmarks run vocabularies whose rows are not 16-byte aligned (the shifted stream),
-// with M = floor(2^28 / V). The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
+// with M = floor(2^28 / V); the *_vocab ones, aligned vocabularies of released models
+// (harness/row_widths.cuh). The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
 #include <cstdint>
 #include <vector>
 
@@ -122,4 +123,9 @@ TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)
     ->Name("BM_cross_entropy_forward_with_gradient_odd")
     ->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(tb::odd_row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_vocab")->Apply(tb::vocab_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)
+    ->Name("BM_cross_entropy_forward_with_gradient_vocab")
+    ->Apply(tb::vocab_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_vocab")->Apply(tb::vocab_widths<'V'>);
 TILEKIT_BENCHMARK_MAIN()
