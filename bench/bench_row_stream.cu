@@ -67,7 +67,7 @@ struct stream_op : tkd::row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars,
                                          const tkd::stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     float v[layout::elements];
     tilekit::load_row_aligned<layout>(v, in[0], cols, at.thread);
     if constexpr (Mode == 2) {

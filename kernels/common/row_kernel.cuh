@@ -40,7 +40,10 @@
 // as any CTAs of a cooperative launch, exchanging through L2 instead, ran the LayerNorm forward
 // at 0.86-0.98x of its clusters at 64K-256K, and 0.87-0.91x even with no wait at all:
 // docs/performance_log.md, "Spread rows". Such groups only on the SMs the clusters leave, beside
-// the clusters, gained at 256K alone and only below a sharp limit: "Hybrid rows".) Rows <= 256
+// the clusters, gained at 256K alone and only below a sharp limit: "Hybrid rows".) A cluster
+// deals its row out evenly (row_cluster_span: at 50304 columns over 4 CTAs of up to 16384,
+// 12576 each), not as whole chunks with the rest in the last CTA (16384 x 3 + 1152), so that each
+// SM streams as many bytes of the row as its peers. Rows <= 256
 // columns use 8 columns per thread and 4 rows per warp, so that a stage still holds 64 rows.
 // Stages: as many as fit in `stream_budget_bytes` (minus what the op keeps in shared memory),
 // at most max_stream_stages (8) or the op's max_stages(config), e.g. 7 x 32 KiB for bf16
@@ -250,6 +253,18 @@ inline constexpr int row_defer_min_warps = 4;
 #endif
 inline constexpr bool row_checkable_release = TILEKIT_CHECKABLE_RELEASE != 0;
 inline constexpr int64_t row_max_cols = 262144;
+
+// Columns per CTA of a row of `cols` columns dealt over a cluster of `ctas` CTAs: an even share,
+// rounded up to row_span_granule columns, so that every CTA's first column keeps the row's
+// 16-byte alignment in every array indexed by column (64 bytes of fp32, 32 of a 16-bit row:
+// inputs, outputs, the norms' fp32 weights). The last CTA takes what is left. At most the chunk
+// of the class (a multiple of the granule) for the columns of its class. E.g. 50304 columns over
+// 4 CTAs of 16384: 12576 each, instead of 16384 x 3 + 1152, which left one SM of the four nearly
+// idle.
+inline constexpr int row_span_granule = 16;
+TILEKIT_HOST_DEVICE constexpr int row_cluster_span(int cols, int ctas) {
+  return (cols + ctas * row_span_granule - 1) / (ctas * row_span_granule) * row_span_granule;
+}
 inline constexpr int max_row_configs = 10;
 
 // A size-class table: classes by increasing max_cols, the last one covering row_max_cols.
@@ -374,11 +389,15 @@ void dispatch_row_config(int index, F&& f) {
 }
 
 // Where a thread works: its group (row slot within an item), its index in the group, its CTA's
-// first column, and the worker (CTA or cluster) it belongs to.
+// first column and its count of the row's columns, and the worker (CTA or cluster) it belongs to.
 struct row_place {
   int group;
   int thread;
   int col0;
+  // The row's columns from col0 in this CTA (segment): at most the chunk's; <= 0: none. Streamed
+  // rows: the segment's in partial(); keep() and finish() get the row's place (col0 0, the first
+  // segment's count).
+  int cols;
   int64_t worker;
   int64_t workers;
   int segment = 0;   // streamed rows: the segment at col0 (see "Streamed rows")
@@ -475,6 +494,10 @@ struct row_schedule {
   static constexpr int segments = config.segments;
   static constexpr bool segmented = segments > 1;
   static constexpr int max_cols = chunk_cols * cluster_ctas * segments;
+  static_assert(chunk_cols % row_span_granule == 0, "row_schedule: a chunk is a whole number of span granules");
+  static_assert(row_span_granule * sizeof(T) % 16 == 0,
+                "row_schedule: a cluster's CTAs must start at 16-byte aligned columns (bulk copies, can_stream)");
+  TILEKIT_HOST_DEVICE static constexpr int cluster_span(int cols) { return row_cluster_span(cols, cluster_ctas); }
 
   static constexpr bool shifted = Shifted;
   // What an op's row()/partial()/keep() get for each input's row: a 16-byte aligned pointer, or
@@ -506,13 +529,17 @@ struct row_schedule {
                 "one named barrier per group");
 
 #if defined(__CUDACC__)
-  TILEKIT_DEVICE TILEKIT_INLINE static row_place locate() {
+  // The CTA's share of a row of `cols` columns: a cluster deals the row out evenly (cluster_span),
+  // so that no CTA holds much less of it than its peers.
+  TILEKIT_DEVICE TILEKIT_INLINE static row_place locate(int cols) {
     if constexpr (cluster_ctas > 1) {
-      return {0, int(threadIdx.x), int(cluster::rank()) * chunk_cols, int64_t(cluster::id_x()),
+      const int span = cluster_span(cols);
+      const int col0 = int(cluster::rank()) * span;
+      return {0, int(threadIdx.x), col0, min(span, cols - col0), int64_t(cluster::id_x()),
               int64_t(cluster::count_x())};
     } else {
-      return {int(threadIdx.x) / group_threads, int(threadIdx.x) % group_threads, 0, int64_t(blockIdx.x),
-              int64_t(gridDim.x)};
+      return {int(threadIdx.x) / group_threads, int(threadIdx.x) % group_threads, 0, min(chunk_cols, cols),
+              int64_t(blockIdx.x), int64_t(gridDim.x)};
     }
   }
 
@@ -978,13 +1005,13 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
   extern __shared__ __align__(128) unsigned char dynamic_shared[];
   __shared__ row_reduce_storage<S, typename Op::reduce_value> storage;
 
-  const row_place at = S::locate();
+  const int cols = p.cols;
+  const row_place at = S::locate(cols);
   // Shared memory: the stream's stages, then the op's own.
   unsigned char* op_shared = dynamic_shared + stream_t::shared_bytes;
   stream_t stream(dynamic_shared);
   const int64_t rows = p.rows;
-  const int cols = p.cols;
-  const int chunk = min(int(S::chunk_cols), cols - at.col0);  // <= 0: nothing of the row here
+  const int chunk = at.cols;  // <= 0: nothing of the row here
   row_source<T> sources[K];
 #pragma unroll
   for (int i = 0; i < K; ++i) sources[i] = Op::source(p, i);
@@ -1110,6 +1137,7 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
       row_place here = at;  // the segment's place (the row's, unless streamed)
       if constexpr (S::segmented) {
         here.col0 += segment * S::chunk_cols;
+        here.cols = min(int(S::chunk_cols), cols - here.col0);
         here.segment = segment;
         here.segments = segments;
       }
@@ -1133,8 +1161,8 @@ __global__ void __launch_bounds__(row_cta_threads, 1) row_kernel(const typename 
 #pragma unroll
           for (int i = 0; i < K; ++i) {
             if constexpr (S::shifted)
-              in[i] = stream.row(ring.index, i, slot, sources[i], item * S::rows_per_item, here.col0,
-                                 min(int(S::chunk_cols), cols - here.col0), cols);
+              in[i] = stream.row(ring.index, i, slot, sources[i], item * S::rows_per_item, here.col0, here.cols,
+                                 cols);
             else
               in[i] = stream.data(ring.index, i, slot);
           }

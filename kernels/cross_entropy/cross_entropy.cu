@@ -145,10 +145,10 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_label locate_label(const ce_row& r, const row_p
   // variable, this expression made nvcc emit other machine code for the 256-column classes,
   // never measured.
   if constexpr (Layout::blocks == 1)
-    l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
+    l.owned = !l.ignored && l.in_range && column >= 0 && column < at.cols &&
               (uint32_t(column) / Layout::group_elements) % Layout::threads == uint32_t(at.thread);
   else
-    l.owned = !l.ignored && l.in_range && column >= 0 && column < Layout::columns &&
+    l.owned = !l.ignored && l.in_range && column >= 0 && column < at.cols &&
               Layout::owner(column) == uint32_t(at.thread);
   return l;
 }
@@ -414,7 +414,7 @@ struct ce_forward_op : row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE ce_stats partial(const params& p, const row_place& at, int64_t, const ce_row& r,
                                                  const stage_row<S> (&in)[1], pending<S>& out) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     // Streamed rows: segment 0 starts the label state, the segment that holds the label's
     // column (for this thread) completes it.
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
@@ -443,7 +443,7 @@ struct ce_forward_op : row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE static ce_stats streamed_partial(const params& p, const row_place& at,
                                                                  stage_row<S> segment, streamed_state& out) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     const bool with_logit_sum = p.label_smoothing != 0.f;
     float m = 0.f, sum_exp = 0.f, sum_logits = 0.f;
     if constexpr (packed_rows<S>) {
@@ -499,7 +499,7 @@ struct ce_forward_op : row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE void row_with_gradient(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                                        const stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
     const float smoothing = p.label_smoothing;
     const float label_logit = label.owned ? convert<float>(in[0][label.column]) : 0.f;
@@ -631,7 +631,7 @@ struct ce_backward_op : row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const row_place& at, int64_t row, const ce_row& r,
                                          const stage_row<S> (&in)[1], const Ctx&) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     const ce_label label = locate_label<layout>(r, at, p.ignore_index, p.cols);
     const float g = row_gradient(r, p.grad_scale, label.ignored, label.in_range);
     const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * r.lse);

@@ -506,11 +506,11 @@ struct norm_forward_op : row_op_defaults {
     constexpr int E = layout::elements;
     vectors = shared;
     float w[E];
-    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, p.cols - at.col0, at.thread);
+    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, at.cols, at.thread);
     weight<S>().store(w);
     if constexpr (is_layer) {
       if (p.bias) {
-        load_row<layout>(w, static_cast<const W*>(p.bias) + at.col0, p.cols - at.col0, at.thread);
+        load_row<layout>(w, static_cast<const W*>(p.bias) + at.col0, at.cols, at.thread);
       } else {
 #pragma unroll
         for (int j = 0; j < E; ++j) w[j] = 0.0f;
@@ -561,7 +561,7 @@ struct norm_forward_op : row_op_defaults {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     if constexpr (Residual) {
       // h = x + residual rounded to T (see row()), written out and kept as pairs.
       T* h_row = static_cast<T*>(p.residual_out) + row * p.residual_out_stride + at.col0;
@@ -649,7 +649,7 @@ struct norm_forward_op : row_op_defaults {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     float v[E];
     if constexpr (Residual) {
       // h = x + residual, one 16-byte piece at a time (the residual never occupies more than a
@@ -688,7 +688,7 @@ struct norm_forward_op : row_op_defaults {
                                                   float (&v)[S::layout::elements], float mean, float rstd) const {
     using layout = typename S::layout;
     constexpr int E = layout::elements, V = layout::group_elements;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
 #pragma unroll
     for (int n = 0; n < E / V; ++n) {
       float w[V], b[V];
@@ -825,7 +825,7 @@ struct norm_backward_op : row_op_defaults {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     // LayerNorm {sum g * d, sum g}, two chains each (the saved statistics: finish() reads them
     // again); RMSNorm {sum g * x, sum x^2}, one chain each (and the saved rstd, if any).
     constexpr int chains = is_layer ? 2 : 1;
@@ -857,7 +857,7 @@ struct norm_backward_op : row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE void keep(const params& p, const row_place& at, const stage_row<S> (&in)[inputs],
                                           pending<S>& held) const {
     using layout = typename S::layout;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     load_row_pairs_aligned<layout>(held.x, in[0], cols_here, at.thread, convert<T>(0.0f));  // padding: 0
     load_row_pairs_aligned<layout>(held.dy, in[1], cols_here, at.thread, convert<T>(0.0f));
   }
@@ -877,7 +877,7 @@ struct norm_backward_op : row_op_defaults {
     using layout = typename S::layout;
     using piece = row_piece<layout>;
     constexpr int E = layout::elements, V = layout::group_elements;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     // LayerNorm: the saved statistics, read again (an L1 / L2 hit: fetch() read them a row ago)
     // rather than kept in `pending` (ptxas, a first build: 16K 200 -> 152 bytes of spill stores).
     const float rstd = is_layer ? p.rstd[row] : p.rstd != nullptr ? held.rstd : rsqrtf(means.y + p.eps);
@@ -931,7 +931,7 @@ struct norm_backward_op : row_op_defaults {
     static_assert(E <= max_elements, "norm_backward_op: at most 32 elements per thread");
     weight.base = static_cast<float*>(shared);
     float w[E];
-    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, p.cols - at.col0, at.thread);
+    load_row<layout>(w, static_cast<const W*>(p.weight) + at.col0, at.cols, at.thread);
     weight.store(w);
 #pragma unroll
     for (int j = 0; j < E; ++j) {
@@ -1023,7 +1023,7 @@ struct norm_backward_op : row_op_defaults {
       held_row<S>(p, at, row, stats, in, ctx);
     } else if constexpr (votes_once_per_row<S>) {
       voted_row<T> rows[inputs];
-      vote_rows<typename S::layout>(rows, in, p.cols - at.col0, at.thread);
+      vote_rows<typename S::layout>(rows, in, at.cols, at.thread);
       row_passes<S>(p, at, row, stats, rows, ctx);
     } else {
       row_passes<S>(p, at, row, stats, in, ctx);
@@ -1040,7 +1040,7 @@ struct norm_backward_op : row_op_defaults {
     constexpr int V = layout::group_elements;
     constexpr int piece_width = piece_columns<layout>;  // one 16-byte group per thread
     using piece = row_piece<layout>;
-    const int cols_here = p.cols - at.col0;
+    const int cols_here = at.cols;
     const float inv_cols = 1.0f / float(p.cols);
     if (p.rstd == nullptr) {
       // No saved statistics: recompute them from the staged row, one 16-byte group at a time
@@ -1145,8 +1145,8 @@ struct norm_backward_op : row_op_defaults {
     float* out = partials + (at.worker * S::groups + at.group) * p.cols;
 #pragma unroll
     for (int j = 0; j < layout::elements; ++j) {
-      const int col = at.col0 + layout::column(at.thread, j);
-      if (col < p.cols) out[col] = acc[j];
+      const int c = layout::column(at.thread, j);
+      if (c < at.cols) out[at.col0 + c] = acc[j];
     }
   }
 #endif

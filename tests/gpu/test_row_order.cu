@@ -66,7 +66,7 @@ struct scale_op_in : tkd::row_op_defaults {
   TILEKIT_DEVICE TILEKIT_INLINE void row(const params& p, const tkd::row_place& at, int64_t row, row_scalars s,
                                          const tkd::stage_row<S> (&in)[1], const Ctx& ctx) {
     using layout = typename S::layout;
-    const int cols = p.cols - at.col0;
+    const int cols = at.cols;
     float v[layout::elements];
     load_row_aligned<layout>(v, in[0], cols, at.thread);
     float sum = 0.f;
@@ -157,8 +157,8 @@ struct stream_owner {
 class RowOrder : public GpuTest {};
 
 // Columns per size class of the default table (fp32: 4 columns per 16 bytes), the cluster
-// classes (the last with a CTA of the cluster past the row's end: 200000 columns over 16 CTAs
-// of 16384) and rows that are not 16-byte aligned (a shifted stream: static order, paced for
+// classes (dealt evenly: 200000 columns over 16 CTAs of up to 16384 hold 12512 each but the
+// last, 12320) and rows that are not 16-byte aligned (a shifted stream: static order, paced for
 // the paced op; a claimed launch of it must leave the slot alone).
 struct shape {
   int cols;

@@ -11,8 +11,9 @@
 // whatever the computation's register use.
 //
 // Shape. A work item is `Rows` consecutive rows; each stage holds, for each of `Inputs`
-// matrices of element type T, those rows' `Cols`-column chunk starting at column col0 (a
-// cluster splits wide rows: CTA rank r streams columns [r * Cols, (r + 1) * Cols)):
+// matrices of element type T, those rows' chunk of up to `Cols` columns starting at column col0
+// (a cluster splits wide rows: each CTA streams its share, e.g. kernels/common/row_kernel.cuh's
+// row_cluster_span):
 //
 //   stage s:  [input 0: row 0 | row 1 | ... | row Rows-1][input 1: ...] ...   (each pitch x T)
 //   data(s, input, r) = stage s, input, row r: Cols contiguous elements, 16-byte aligned
@@ -81,7 +82,9 @@ struct row_source {
 };
 
 // Host check: can rows [*, col0, col0 + chunk) of this matrix be bulk-copied, for every row
-// and for chunks cut at multiples of `chunk_cols` up to `cols`? (16-byte rule above.)
+// and for chunks cut at multiples of `chunk_cols` up to `cols`? (16-byte rule above.) Chunks cut
+// elsewhere need their cut points 16-byte aligned as well (the row kernel's cluster spans:
+// multiples of row_span_granule, static_assert there).
 template <class T>
 TILEKIT_HOST_DEVICE inline bool bulk_copyable(const T* base, int64_t stride, int64_t cols, int64_t chunk_cols) {
   constexpr int64_t align = 16;

@@ -1,0 +1,64 @@
+// How a clustered row is dealt over its CTAs (kernels/common/row_kernel.cuh, row_cluster_span):
+// for every cluster class of the row tables and every width of the class, the CTAs' shares
+// cover the row exactly, each fits the class's chunk, keeps 16-byte alignment for every element
+// type and holds columns, and no CTA holds much less than an even share. These run without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/row_kernel.cuh"
+
+namespace {
+namespace tkd = tilekit::kernels::detail;
+
+void check_table(const tkd::row_table& table, const std::string& name) {
+  int previous_max = 0;
+  for (int i = 0; i < table.count; ++i) {
+    const tkd::row_config& c = table.configs[i];
+    const int chunk = c.group_threads * c.elements_per_thread;
+    const int n = c.cluster_ctas;
+    if (n > 1) {
+      ASSERT_EQ(chunk % tkd::row_span_granule, 0) << name << " class " << i;
+      int checked = 0;
+      // Every width of the class near its ends, and a spread in between.
+      for (int cols = previous_max + 1; cols <= c.max_cols; ++cols) {
+        const bool near_end = cols < previous_max + 200 || cols > c.max_cols - 200;
+        if (!near_end && cols % 97 != 0) continue;
+        ++checked;
+        const int span = tkd::row_cluster_span(cols, n);
+        const std::string at = name + " class " + std::to_string(i) + " cols " + std::to_string(cols);
+        ASSERT_EQ(span % tkd::row_span_granule, 0) << at;  // 16 elements: 32 bytes of bf16, 64 of fp32
+        ASSERT_LE(span, chunk) << at;
+        ASSERT_GE(int64_t(span) * n, cols) << at;  // the CTAs cover the row
+        int covered = 0;
+        for (int rank = 0; rank < n; ++rank) {
+          const int held = std::min(span, cols - rank * span);  // row_place::cols of that CTA
+          ASSERT_GT(held, 0) << at << " rank " << rank;          // no CTA idle
+          // None much below an even share: at most n granules less than cols / n.
+          ASSERT_GE(int64_t(held) * n, int64_t(cols) - int64_t(n) * n * tkd::row_span_granule) << at << " rank " << rank;
+          covered += held;
+        }
+        ASSERT_EQ(covered, cols) << at;
+      }
+      EXPECT_GT(checked, 400) << name << " class " << i;
+    }
+    previous_max = c.max_cols;
+  }
+}
+
+TEST(RowSpans, ClustersDealRowsEvenly) {
+  check_table(tkd::default_row_table, "default_row_table");
+  check_table(tkd::packed_row_table, "packed_row_table");
+  check_table(tkd::wide_row_table, "wide_row_table");
+}
+
+TEST(RowSpans, Examples) {
+  EXPECT_EQ(tkd::row_cluster_span(50304, 4), 12576);   // 4 x 12576
+  EXPECT_EQ(tkd::row_cluster_span(50257, 4), 12576);   // 3 x 12576 + 12529
+  EXPECT_EQ(tkd::row_cluster_span(200000, 16), 12512); // 15 x 12512 + 12320
+  EXPECT_EQ(tkd::row_cluster_span(262144, 16), 16384); // whole chunks at the class's bound
+  EXPECT_EQ(tkd::row_cluster_span(65536, 2), 32768);
+}
+
+}  // namespace
