@@ -228,11 +228,13 @@ namespace tilekit::kernels::detail {
 enum class item_order { fixed, claimed, paced };
 
 struct row_config {
-  int max_cols;
-  int group_threads;
-  int rows_per_group;
-  int cluster_ctas;
-  int elements_per_thread;
+  // Zero-initialised where a table leaves a class out (row_table::configs past count): nvcc
+  // rejects a constexpr table whose trailing members are left uninitialised.
+  int max_cols = 0;
+  int group_threads = 0;
+  int rows_per_group = 0;
+  int cluster_ctas = 0;
+  int elements_per_thread = 0;
   // 16-bit rows held in registers as packed pairs (bf16x2 / f16x2), half a register per column:
   // only in the 16-bit tables below (packed_rows<S>).
   bool pairs = false;
@@ -265,7 +267,8 @@ inline constexpr int row_span_granule = 16;
 TILEKIT_HOST_DEVICE constexpr int row_cluster_span(int cols, int ctas) {
   return (cols + ctas * row_span_granule - 1) / (ctas * row_span_granule) * row_span_granule;
 }
-inline constexpr int max_row_configs = 10;
+// Room for one class more than the ten power-of-two classes (with_class_inserted below).
+inline constexpr int max_row_configs = 11;
 
 // A size-class table: classes by increasing max_cols, the last one covering row_max_cols.
 struct row_table {
@@ -276,6 +279,23 @@ struct row_table {
     for (int i = 0; i < count; ++i)
       if (cols <= configs[i].max_cols) return i;
     return count - 1;
+  }
+  // What every table must be (static_asserts beside the tables, tests/cpu/test_row_spans.cu):
+  // 1..max_row_configs classes by strictly increasing max_cols, the last at row_max_cols, each
+  // class's layout (group x elements x cluster x segments) holding its max_cols, a cluster only
+  // for rows of one group per CTA, and at most 16 CTAs (the non-portable cluster maximum).
+  constexpr bool well_formed() const {
+    if (count < 1 || count > max_row_configs || configs[count - 1].max_cols != row_max_cols) return false;
+    for (int i = 0; i < count; ++i) {
+      const row_config& c = configs[i];
+      if (c.max_cols < 1 || c.group_threads < 1 || c.rows_per_group < 1 || c.elements_per_thread < 1 ||
+          c.segments < 1 || c.cluster_ctas < 1 || c.cluster_ctas > 16)
+        return false;
+      if (i > 0 && c.max_cols <= configs[i - 1].max_cols) return false;
+      if (int64_t(c.group_threads) * c.elements_per_thread * c.cluster_ctas * c.segments < c.max_cols) return false;
+      if (c.cluster_ctas > 1 && c.group_threads != row_cta_threads) return false;
+    }
+    return true;
   }
 };
 
@@ -363,6 +383,17 @@ constexpr row_table with_classes(row_table table, int first, const row_config (&
   for (int i = 0; i < N; ++i) table.configs[first + i] = configs[i];
   return table;
 }
+// `table` with one more size class, `config`, at `index`: the classes from `index` on move up by
+// one (e.g. a cluster of 5 CTAs between those of 4 and 8 for the rows it fills better:
+// cross_entropy.cu, fused_packed_table). The table must have room (count < max_row_configs).
+constexpr row_table with_class_inserted(row_table table, int index, row_config config) {
+  for (int i = table.count; i > index; --i) table.configs[i] = table.configs[i - 1];
+  table.configs[index] = config;
+  ++table.count;
+  return table;
+}
+static_assert(default_row_table.well_formed() && packed_row_table.well_formed() && wide_row_table.well_formed(),
+              "row tables: classes by increasing max_cols up to row_max_cols, each layout holding its class");
 // Whether schedule S holds 16-bit rows as packed pairs (row_config::pairs).
 template <class S>
 inline constexpr bool packed_rows = is_16bit_float<typename S::T> && S::config.pairs;

@@ -32,6 +32,7 @@
 
 #include "common/arg_checks.h"
 #include "common/row_kernel.cuh"
+#include "cross_entropy/cross_entropy_tables.cuh"
 #include "tilekit/core/dtypes.cuh"
 #include "tilekit/core/math.cuh"
 #include "tilekit/ops/reduce.cuh"
@@ -307,43 +308,6 @@ TILEKIT_DEVICE TILEKIT_INLINE ce_stats warp_statistics(const P (&pairs)[N], cons
   }
   return warp_partial(m, sum_exp, sum_logits, with_logit_sum);
 }
-
-// The forward without dlogits streams its rows of 32K columns and more (row_kernel.cuh,
-// "Streamed rows"): a group of 4 warps (32K-64K) or 8 warps (128K-256K) reads the row in
-// segments of 8K / 16K columns for 16-bit logits (64 per thread, packed pairs), 4K / 8K for
-// fp32 (32 per thread): 16 or 32 KiB per row and segment, 64 KiB stages, every group of a CTA
-// a row of its own. Measured on the H200 (bf16, x copy at 32K / 64K / 128K / 256K, same-run
-// A/Bs of 2026-11-30): clusters (packed_row_table) 0.80-0.82 / 0.78-0.79 / 0.70-0.71 /
-// 0.68-0.70; one CTA per row (512 threads, segments of 32K) 0.80-0.82 / 0.86-0.87 / 0.90-0.91 /
-// 0.93-0.94; groups of 8 warps 0.86 / 0.90 / 0.93 / 0.94; of 4 warps 0.87-0.89 / 0.90-0.92 /
-// 0.92-0.94 / 0.93-0.95; this table 0.87-0.89 / 0.90-0.91 / 0.92-0.94 / 0.94-0.96 (warp
-// partials per segment, combined per warp), and with per-thread running statistics
-// (streamed_partial) 0.877 -> 0.883 / 0.906 -> 0.919 / 0.933 -> 0.939 / 0.948 -> 0.957 (same
-// run, 23:02 UTC). At 16K the 8-warp row in one stage stays (0.90-0.92; 4 warps x 2 segments
-// 0.85). Smaller groups with more segments lost (2026-12-04, same-run A/B, 32K / 64K: 4 warps
-// 0.882 / 0.919, 2 warps 0.880 / 0.883, 1 warp 0.790 / 0.797; docs/performance_log.md,
-// "Published lookups and the CE forward at 32K"). fp32 takes the same bytes per segment (not
-// benchmarked: the benchmark is bf16).
-//
-//   class | max cols | 16-bit: threads x segments | fp32: threads x segments
-//   ------+----------+----------------------------+-------------------------
-//     6   |   32768  |  128 x 4  (8K columns)     |  128 x 8  (4K columns)
-//     7   |   65536  |  128 x 8                   |  128 x 16
-//     8   |  131072  |  256 x 8  (16K columns)    |  256 x 16 (8K columns)
-//     9   |  262144  |  256 x 16                  |  256 x 32
-inline constexpr row_table streamed_packed_table = with_classes(packed_row_table, 6,
-                                                                {{32768, 128, 1, 1, 64, true, 4},
-                                                                 {65536, 128, 1, 1, 64, true, 8},
-                                                                 {131072, 256, 1, 1, 64, true, 8},
-                                                                 {262144, 256, 1, 1, 64, true, 16}});
-// The forward with dlogits of bf16 logits: packed_row_table, but rows of 1K columns as 32 floats
-// per thread (see ce_forward_op::table).
-inline constexpr row_table fused_packed_table = with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}});
-inline constexpr row_table streamed_table = with_classes(default_row_table, 6,
-                                                         {{32768, 128, 1, 1, 32, false, 8},
-                                                          {65536, 128, 1, 1, 32, false, 16},
-                                                          {131072, 256, 1, 1, 32, false, 16},
-                                                          {262144, 256, 1, 1, 32, false, 32}});
 
 // Cross-entropy forward as a row op (common/row_kernel.cuh runs it over the rows). Without
 // dlogits its rows end in two scalars (loss, lse), so they are deferred rows: partial() gives

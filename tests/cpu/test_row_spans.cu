@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/row_kernel.cuh"
+#include "cross_entropy/cross_entropy_tables.cuh"
 
 namespace {
 namespace tkd = tilekit::kernels::detail;
@@ -51,6 +52,44 @@ TEST(RowSpans, ClustersDealRowsEvenly) {
   check_table(tkd::default_row_table, "default_row_table");
   check_table(tkd::packed_row_table, "packed_row_table");
   check_table(tkd::wide_row_table, "wide_row_table");
+  check_table(tkd::fused_packed_table, "fused_packed_table");  // clusters of 4, 5 and 8
+}
+
+// A cluster of 5 (fused_packed_table's class 9, 131073-163840 columns): the even shares at the
+// widths that matter, every CTA holding columns.
+TEST(RowSpans, ClustersOfFive) {
+  const tkd::row_table& t = tkd::fused_packed_table;
+  EXPECT_EQ(t.configs[t.index(131072)].cluster_ctas, 4);
+  EXPECT_EQ(t.configs[t.index(131073)].cluster_ctas, 5);
+  EXPECT_EQ(t.configs[t.index(151936)].cluster_ctas, 5);
+  EXPECT_EQ(t.configs[t.index(163840)].cluster_ctas, 5);
+  EXPECT_EQ(t.configs[t.index(163841)].cluster_ctas, 8);
+  EXPECT_EQ(t.configs[t.index(262144)].cluster_ctas, 8);
+  EXPECT_EQ(tkd::row_cluster_span(151936, 5), 30400);  // 4 x 30400 + 30336
+  EXPECT_EQ(tkd::row_cluster_span(163840, 5), 32768);  // whole chunks at the class's bound
+  EXPECT_EQ(tkd::row_cluster_span(131073, 5), 26224);  // 4 x 26224 + 26177
+}
+
+// with_class_inserted moves the classes from its index up by one and keeps the table well formed;
+// well_formed rejects what the row kernel cannot run.
+TEST(RowSpans, InsertedClassAndWellFormedTables) {
+  const tkd::row_table t = tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 512, 1, 5, 64, true});
+  ASSERT_EQ(t.count, tkd::packed_row_table.count + 1);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(t.configs[i].max_cols, tkd::packed_row_table.configs[i].max_cols);
+  EXPECT_EQ(t.configs[9].cluster_ctas, 5);
+  EXPECT_EQ(t.configs[10].max_cols, 262144);
+  EXPECT_EQ(t.configs[10].cluster_ctas, 8);
+  EXPECT_TRUE(t.well_formed());
+  EXPECT_EQ(t.index(163840), 9);
+  EXPECT_EQ(t.index(163841), 10);
+  // Out of order, a layout too small for its class, a cluster of CTAs that share it with other
+  // rows, a last class short of row_max_cols: each not well formed.
+  EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {100000, 512, 1, 5, 64, true}).well_formed());
+  EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 512, 1, 4, 64, true}).well_formed());
+  EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 256, 1, 10, 64, true}).well_formed());
+  tkd::row_table short_table = tkd::packed_row_table;
+  short_table.count = 9;
+  EXPECT_FALSE(short_table.well_formed());
 }
 
 TEST(RowSpans, Examples) {

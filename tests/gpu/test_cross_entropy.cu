@@ -38,6 +38,7 @@
 
 #include "common/gpu_test.cuh"
 #include "cross_entropy/cross_entropy.h"
+#include "cross_entropy/cross_entropy_tables.cuh"
 
 namespace {
 
@@ -61,7 +62,28 @@ struct options {
   // (U(-4, 4) + the same offset, sum of exp ~6.8 vocab e^offset): p_label ~ 1/2 instead of ~1 /
   // vocab.
   bool likely_labels = false;
+  // Not empty: the label of row r >= 2 is label_columns[r % size] (overrides label_step), e.g.
+  // every CTA's first and last column of a clustered row (cluster_edge_labels).
+  std::vector<int64_t> label_columns = {};
 };
+
+// The first and the last column of every CTA's share of a row of `vocab` columns in the bf16
+// forward with dlogits (fused_packed_table's class for vocab, row_cluster_span), as
+// options::label_columns; one more column if their count is a multiple of 5, so that the rows
+// make_problem ignores (r % 5 == 3) do not always take the same ones.
+std::vector<int64_t> cluster_edge_labels(int64_t vocab) {
+  namespace tkd = tilekit::kernels::detail;
+  const tkd::row_table& table = tkd::fused_packed_table;
+  const int ctas = table.configs[table.index(vocab)].cluster_ctas;
+  const int64_t span = tkd::row_cluster_span(int(vocab), ctas);
+  std::vector<int64_t> columns;
+  for (int rank = 0; rank < ctas && rank * span < vocab; ++rank) {
+    columns.push_back(rank * span);
+    columns.push_back(std::min(vocab, (rank + 1) * span) - 1);
+  }
+  if (columns.size() % 5 == 0) columns.push_back(vocab / 2);
+  return columns;
+}
 
 // ---------------------------------------------------------------------------------------------
 // fp64 reference
@@ -176,7 +198,9 @@ problem<T> make_problem(int64_t rows, int64_t vocab, int64_t pad, const options&
   std::uniform_int_distribution<int64_t> label_dist(0, vocab - 1);
   p.labels.resize(size_t(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t label = o.label_step > 0 ? r * o.label_step % vocab : label_dist(rng);
+    const int64_t label = !o.label_columns.empty() ? o.label_columns[size_t(r) % o.label_columns.size()]
+                          : o.label_step > 0       ? r * o.label_step % vocab
+                                                   : label_dist(rng);
     p.labels[size_t(r)] = r == 0 ? 0 : r == 1 ? vocab - 1 : (r % 5 == 3 ? o.ignore_index : label);
     if (o.likely_labels && p.labels[size_t(r)] != o.ignore_index)
       p.logits[size_t(r * p.stride + p.labels[size_t(r)])] =
@@ -507,11 +531,12 @@ TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
 
 // With dlogits, bf16 logits of more than 1K columns and fp16 logits of 32K and more are held
 // as packed pairs too (fused_packed_table, wide_row_table) and the dlogits recomputed from them:
-// every such class of bf16 (2K, 4K, 8K, 16K, 32K, clusters), aligned and not.
+// every such class of bf16 (2K, 4K, 8K, 16K, 32K, clusters of 2, 4, 5 and 8), aligned and not
+// (odd widths: shifted rows).
 TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : {int64_t(2000), int64_t(3001), int64_t(8000), int64_t(12345), int64_t(32768), int64_t(40000),
-                    int64_t(131073)}) {
+                    int64_t(131073), int64_t(151937), int64_t(200001)}) {
     check<bf16>(rows_for(v, 7), v, 0, o, /*fused=*/true);
     if (v >= 32768 && v < 65536) check<fp16>(rows_for(v, 3), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
   }
@@ -520,16 +545,21 @@ TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
 }
 
 // With dlogits, 16-bit rows of more than 32K columns are packed pairs over clusters of 32768
-// columns per CTA: 65536 columns over 2 CTAs, 65543 over 4 (the third holds 7 columns, the
-// fourth none), 131073 over 8 (the fifth holds one), 262144 over 8. Labels in the first and in
-// the last column of the CTAs' chunks, so in every CTA of the cluster, and enough rows that
-// every worker (66 clusters of 2, 30 of 4, 15 of 8 on the H200) takes ten items or more.
+// columns per CTA, each CTA an even share of the row (row_cluster_span): bf16 65536 over 2 CTAs,
+// 65543 over 4, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of 5), 163841 and
+// 262144 over 8. Labels at the first and the last column of every CTA's share
+// (cluster_edge_labels), and at steps of 32768 / 32767 columns; enough rows that every worker
+// (66 clusters of 2, 30 of 4, ~24 of 5, 15 of 8 on the H200) takes several items.
 TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
+  for (int64_t v : {int64_t(65536), int64_t(65543), int64_t(131073), int64_t(151936), int64_t(163840),
+                    int64_t(163841), int64_t(262144)}) {
+    const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_columns = cluster_edge_labels(v)};
+    check<bf16>(v <= 65543 ? 300 : 120, v, 0, o, /*fused=*/true);
+  }
   for (int64_t step : {int64_t(32768), int64_t(32767)}) {
     const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_step = step};
     check<bf16>(700, 65536, 0, o, /*fused=*/true);
-    check<bf16>(300, 65543, 0, o, /*fused=*/true);
-    check<bf16>(150, 131073, 0, o, /*fused=*/true);
+    check<bf16>(150, 151936, 0, o, /*fused=*/true);
     check<bf16>(150, 262144, 0, o, /*fused=*/true);
   }
   check<fp16>(300, 65543, 0, {}, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
