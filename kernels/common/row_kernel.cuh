@@ -35,7 +35,7 @@
 // registers under the 128-register cap of 512 threads; wide rows add CTAs (a cluster), not
 // registers. Clusters cost SMs, though: on the H200 only 30 clusters of 4, 15 of 8 and 7 of 16
 // are co-resident (120, 120 and 112 of the 132 SMs; clusters of 2 use all of them;
-// cudaOccupancyMaxActiveClusters, 2026-12-02), so a class that can take 64 columns per thread
+// cudaOccupancyMaxActiveClusters, 2026-12-02; clusters of 5, one CE class, not measured), so a class that can take 64 columns per thread
 // instead (the 16-bit tables below) halves its cluster and may gain SMs as well. (A row's CTAs
 // as any CTAs of a cooperative launch, exchanging through L2 instead, ran the LayerNorm forward
 // at 0.86-0.98x of its clusters at 64K-256K, and 0.87-0.91x even with no wait at all:
@@ -208,6 +208,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -280,10 +281,13 @@ struct row_table {
       if (cols <= configs[i].max_cols) return i;
     return count - 1;
   }
-  // What every table must be (static_asserts beside the tables, tests/cpu/test_row_spans.cu):
-  // 1..max_row_configs classes by strictly increasing max_cols, the last at row_max_cols, each
-  // class's layout (group x elements x cluster x segments) holding its max_cols, a cluster only
-  // for rows of one group per CTA, and at most 16 CTAs (the non-portable cluster maximum).
+  // What every table an op declares must be (static_asserts beside the tables,
+  // tests/cpu/test_row_spans.cu): 1..max_row_configs classes by strictly increasing max_cols, the
+  // last at row_max_cols, each class's layout (group x elements x cluster x segments) holding its
+  // max_cols, a cluster only for rows of one group per CTA, and at most 16 CTAs (the non-portable
+  // cluster maximum). Not the whole rule set: row_schedule's static_asserts check the rest where
+  // a class is instantiated (whole warps per group, streamed classes without clusters). Parts of
+  // a table (classes_between) end below row_max_cols and are exempt.
   constexpr bool well_formed() const {
     if (count < 1 || count > max_row_configs || configs[count - 1].max_cols != row_max_cols) return false;
     for (int i = 0; i < count; ++i) {
@@ -385,8 +389,12 @@ constexpr row_table with_classes(row_table table, int first, const row_config (&
 }
 // `table` with one more size class, `config`, at `index`: the classes from `index` on move up by
 // one (e.g. a cluster of 5 CTAs between those of 4 and 8 for the rows it fills better:
-// cross_entropy.cu, fused_packed_table). The table must have room (count < max_row_configs).
+// fused_packed_table in cross_entropy/cross_entropy_tables.cuh). The table must have room
+// (count < max_row_configs) and 0 <= index <= count: otherwise a compile error in a constant
+// expression, an exception at run time.
 constexpr row_table with_class_inserted(row_table table, int index, row_config config) {
+  if (table.count >= max_row_configs || index < 0 || index > table.count)
+    throw std::invalid_argument("with_class_inserted: no room in the table, or an index past its classes");
   for (int i = table.count; i > index; --i) table.configs[i] = table.configs[i - 1];
   table.configs[index] = config;
   ++table.count;

@@ -350,7 +350,7 @@ struct ce_forward_op : row_op_defaults {
   // the dlogits were written by groups). fp16 keeps 32 floats below 32K: its pairs spill
   // there (20-76 bytes; not measured).
   // Without dlogits, rows from 32K columns on are streamed instead (streamed_packed_table /
-  // streamed_table above).
+  // streamed_table in cross_entropy_tables.cuh).
   static constexpr const row_table& table = WriteGradient ? (std::is_same_v<T, bf16>   ? fused_packed_table
                                                            : is_16bit_float<T> ? wide_row_table
                                                                                : default_row_table)

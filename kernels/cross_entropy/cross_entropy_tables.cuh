@@ -1,6 +1,6 @@
 #pragma once
-// The size-class tables of the cross-entropy forward (kernels/common/row_kernel.cuh, "size
-// classes"; cross_entropy.cu uses them, ce_forward_op::table), in a header of their own so that
+// The size-class tables of the cross-entropy forward (row_config and row_table in
+// kernels/common/row_kernel.cuh; cross_entropy.cu uses them, ce_forward_op::table), in a header of their own so that
 // tests/cpu/test_row_spans.cu checks the very tables the kernels run (how clusters deal a row).
 #include "common/row_kernel.cuh"
 
@@ -50,7 +50,10 @@ static_assert(streamed_packed_table.well_formed() && streamed_table.well_formed(
 // dlogits) however few of its columns it holds. A vocabulary of 151936 (Qwen2) fills 58% of 8 x
 // 32768 and read 0.555x copy where full rows read 0.93-0.95 (H100, 2026-12-07); over 5 CTAs it
 // fills 93%. cluster_reduce folds any cluster::size() partials, and a row's span is an even share
-// of 16-column granules (row_cluster_span), so nothing assumes a power of two.
+// of 16-column granules (row_cluster_span), so nothing needs a power of two to be right; but
+// reduce_slots folds a count that is not a power of two one partial after another (here 5 CTA
+// partials in 4 steps, against 3 shuffle levels for 8: no loss measured). A deferred op with such
+// a class would fold every warp's partial so (16 x 5 per row): pad the slots first.
 inline constexpr row_table fused_packed_table =
     with_class_inserted(with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}}), 9, {163840, 512, 1, 5, 64, true});
 static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 11 &&

@@ -445,6 +445,7 @@ TILEKIT_DEVICE TILEKIT_INLINE float (&piece_of(float (&v)[Layout::elements], int
 // but rows of 16K-32K columns in one CTA with 64 columns per thread (packed pairs) instead of a
 // cluster of 2 CTAs with 32.
 inline constexpr row_table rms_row_table = with_classes(default_row_table, 6, {{32768, 512, 1, 1, 64, true}});
+static_assert(rms_row_table.well_formed(), "rms_row_table: a well-formed size-class table");
 
 template <norm_kind Kind, class T, class W, bool Residual>
 struct norm_forward_op : row_op_defaults {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "common/row_kernel.cuh"
@@ -87,6 +88,10 @@ TEST(RowSpans, InsertedClassAndWellFormedTables) {
   EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {100000, 512, 1, 5, 64, true}).well_formed());
   EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 512, 1, 4, 64, true}).well_formed());
   EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 256, 1, 10, 64, true}).well_formed());
+  // No room (a full table) or an index past the classes: an exception, not a write past the array.
+  EXPECT_THROW(tkd::with_class_inserted(t, 5, {4096, 64, 1, 1, 64, true}), std::invalid_argument);
+  EXPECT_THROW(tkd::with_class_inserted(tkd::packed_row_table, 11, {262144, 512, 1, 8, 64, true}),
+               std::invalid_argument);
   tkd::row_table short_table = tkd::packed_row_table;
   short_table.count = 9;
   EXPECT_FALSE(short_table.well_formed());

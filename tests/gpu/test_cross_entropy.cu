@@ -531,8 +531,8 @@ TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
 
 // With dlogits, bf16 logits of more than 1K columns and fp16 logits of 32K and more are held
 // as packed pairs too (fused_packed_table, wide_row_table) and the dlogits recomputed from them:
-// every such class of bf16 (2K, 4K, 8K, 16K, 32K, clusters of 2, 4, 5 and 8), aligned and not
-// (odd widths: shifted rows).
+// every such class of bf16 (2K, 4K, 8K, 16K, 32K, clusters of 2, 5 and 8; the 4-CTA class in
+// FusedClusterRowsLabelsAtChunkEdges), aligned and not (odd widths: shifted rows).
 TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : {int64_t(2000), int64_t(3001), int64_t(8000), int64_t(12345), int64_t(32768), int64_t(40000),
@@ -549,7 +549,8 @@ TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
 // 65543 over 4, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of 5), 163841 and
 // 262144 over 8. Labels at the first and the last column of every CTA's share
 // (cluster_edge_labels), and at steps of 32768 / 32767 columns; enough rows that every worker
-// (66 clusters of 2, 30 of 4, ~24 of 5, 15 of 8 on the H200) takes several items.
+// (66 clusters of 2, 30 of 4, 15 of 8 on the H200, about 24 of 5: an estimate) takes several
+// items.
 TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
   for (int64_t v : {int64_t(65536), int64_t(65543), int64_t(131073), int64_t(151936), int64_t(163840),
                     int64_t(163841), int64_t(262144)}) {
