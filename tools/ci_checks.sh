@@ -13,7 +13,10 @@
 #   4. the CPU model of the GPU tests' backward and softmax checks (tools/test_strength.cpp):
 #      with the tests' inputs, a correct kernel passes and each modelled bug fails;
 #   5. tools/perf_table.py --self-test (the performance table and its target check) and
-#      tools/ncu_source.py --self-test (the ncu source-view summary).
+#      tools/ncu_source.py --self-test (the ncu source-view summary);
+#   6. whether each experiment patch (docs/experiments/*.patch) still applies to the tree: a
+#      warning, not a failure (main may move on; the patch is rebased before it is measured,
+#      tools/ab_patches.sh).
 #
 # Usage:
 #   tools/ci_checks.sh                         all checks
@@ -142,8 +145,22 @@ check_perf_table() {
   note "ncu source view: tools/ncu_source.py summarizes a made-up kernel as expected (self-test)"
 }
 
+check_experiment_patches() {
+  local patch stale=()
+  for patch in docs/experiments/*.patch; do
+    [ -f "$patch" ] || continue
+    git apply --check "$patch" 2> /dev/null || stale+=("$patch")
+  done
+  if [ ${#stale[@]} -eq 0 ]; then
+    note "experiment patches: every docs/experiments/*.patch applies to this tree"
+  else
+    note "WARNING: experiment patches that no longer apply (rebase before measuring): ${stale[*]}"
+  fi
+}
+
 check_generated_code
 check_pragma_once
+check_experiment_patches
 check_test_strength
 check_perf_table
 for entry in "${PTX_CHECKS[@]}"; do check_ptx_entry "$entry"; done
