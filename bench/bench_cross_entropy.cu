@@ -8,6 +8,9 @@
 // The *_odd benchmarks run vocabularies whose rows are not 16-byte aligned (the shifted stream),
 // with M = floor(2^28 / V); the *_vocab ones, aligned vocabularies of released models
 // (harness/row_widths.cuh). The logits (512 MiB) are ~8x L2, so no flush or rotation is needed.
+// One family runs fp16 logits, the forward with dlogits at the vocabularies
+// (BM_cross_entropy_forward_with_gradient_fp16_vocab): with dlogits fp16 rows take a size-class
+// table of their own (cross_entropy.cu, ce_forward_op::table), not bf16's.
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +21,7 @@
 namespace tb = tilekit::bench;
 namespace tk = tilekit::kernels;
 using tilekit::bf16;
+using tilekit::fp16;
 
 namespace {
 
@@ -32,9 +36,11 @@ tb::device_array<int64_t> make_labels(int64_t rows, int64_t vocab) {
   return labels;
 }
 
+// The problem of one benchmark, logits of type T.
+template <class T>
 struct buffers {
   int64_t vocab, rows;
-  tb::device_array<bf16> logits, dlogits;
+  tb::device_array<T> logits, dlogits;
   tb::device_array<int64_t> labels;
   tb::device_array<float> loss, lse, grad_per_row;
 
@@ -60,7 +66,7 @@ struct buffers {
     a.rows = rows;
     a.vocab = vocab;
     a.logits_row_stride = vocab;
-    a.type = tilekit::dtype::bf16;
+    a.type = tilekit::dtype_traits<T>::tag;
     a.label_smoothing = 0.1f;
     if (fused) {
       a.dlogits = dlogits.data();
@@ -72,21 +78,22 @@ struct buffers {
 
   // Bytes of the per-row vectors: labels (8 B) plus `floats` fp32 values per row.
   double per_row_bytes(int floats) const { return double(rows) * (sizeof(int64_t) + floats * sizeof(float)); }
-  double logits_bytes() const { return double(rows) * double(vocab) * sizeof(bf16); }
+  double logits_bytes() const { return double(rows) * double(vocab) * sizeof(T); }
 };
 
 void BM_cross_entropy_forward(benchmark::State& state) {
   tb::cuda_stream stream;
-  const buffers b(state.range(0), stream);
+  const buffers<bf16> b(state.range(0), stream);
   const auto args = b.forward(false);
   tb::time_on_stream(state, stream, [&] { tk::cross_entropy_forward(args, stream); });
   tb::set_throughput(state, 0, b.logits_bytes() + b.per_row_bytes(2));  // logits, labels -> loss, lse
   tb::copy_ceiling_ratio(state);
 }
 
+template <class T>
 void BM_cross_entropy_forward_with_gradient(benchmark::State& state) {
   tb::cuda_stream stream;
-  const buffers b(state.range(0), stream);
+  const buffers<T> b(state.range(0), stream);
   const auto args = b.forward(true);
   tb::time_on_stream(state, stream, [&] { tk::cross_entropy_forward(args, stream); });
   tb::set_throughput(state, 0, 2 * b.logits_bytes() + b.per_row_bytes(2));  // + dlogits
@@ -95,7 +102,7 @@ void BM_cross_entropy_forward_with_gradient(benchmark::State& state) {
 
 void BM_cross_entropy_backward(benchmark::State& state) {
   tb::cuda_stream stream;
-  const buffers b(state.range(0), stream);
+  const buffers<bf16> b(state.range(0), stream);
   tk::cross_entropy_forward(b.forward(false), stream);  // the lse the backward reads
   tk::cross_entropy_backward_args args;
   args.dlogits = b.dlogits.data();
@@ -116,16 +123,21 @@ void BM_cross_entropy_backward(benchmark::State& state) {
 }  // namespace
 
 TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Apply(tb::row_widths<'V'>);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)->Apply(tb::row_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient<bf16>)
+    ->Name("BM_cross_entropy_forward_with_gradient")
+    ->Apply(tb::row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Apply(tb::row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_odd")->Apply(tb::odd_row_widths<'V'>);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient<bf16>)
     ->Name("BM_cross_entropy_forward_with_gradient_odd")
     ->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_odd")->Apply(tb::odd_row_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_forward)->Name("BM_cross_entropy_forward_vocab")->Apply(tb::vocab_widths<'V'>);
-TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient)
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient<bf16>)
     ->Name("BM_cross_entropy_forward_with_gradient_vocab")
+    ->Apply(tb::vocab_widths<'V'>);
+TILEKIT_BENCHMARK(BM_cross_entropy_forward_with_gradient<fp16>)
+    ->Name("BM_cross_entropy_forward_with_gradient_fp16_vocab")
     ->Apply(tb::vocab_widths<'V'>);
 TILEKIT_BENCHMARK(BM_cross_entropy_backward)->Name("BM_cross_entropy_backward_vocab")->Apply(tb::vocab_widths<'V'>);
 TILEKIT_BENCHMARK_MAIN()
