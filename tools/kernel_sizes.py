@@ -16,7 +16,9 @@ by side):
                         [--filter REGEX] [--changed] [--all-dtypes]
   --filter   only kernels whose short name matches REGEX (e.g. 'ce_forward_op<bf16, false>')
   --changed  only kernels whose machine code differs between the trees (each kernel's .text
-             section compared byte for byte; "code differs" marks them in the full listing)
+             section compared byte for byte; "code differs" marks them in the full listing, and
+             "= base NAME" one whose code is byte for byte that of another base kernel, e.g. a
+             size class moved up by one index where a class was inserted below it)
   --all-dtypes  compile the norms for every dtype (default: -DTILEKIT_DEV_BF16_ONLY=1, which
              only the norms read: kernels/README.md)
 """
@@ -129,7 +131,12 @@ def main() -> int:
     ours = results[0]
     base = results[1] if args.base else {}
     mangled = {k: v[3] for k, v in (base | ours).items()}
-    names = demangle(sorted(mangled.values()))
+    names = demangle(sorted({v[3] for v in (*base.values(), *ours.values())}))
+    # Base kernels by machine code, so that a kernel whose code moved to another name (a size
+    # class inserted into a table moves the classes above it up by one index) is named as such.
+    base_by_code: dict[str, list[str]] = {}
+    for v in base.values():
+        base_by_code.setdefault(v[4], []).append(short_name(names[v[3]]))
     rows = sorted(((short_name(names[m]), k) for k, m in mangled.items()), key=lambda r: r[0])
     pattern = re.compile(args.filter)
     if args.base:
@@ -149,8 +156,12 @@ def main() -> int:
             regs = lambda k: f"{k[1]}" if k else "-"
             spills = lambda k: f"{k[2]}" if k else "-"
             change = f"{a[0] - b[0]:+7d}" if a and b else "       "
+            note = "" if same_code or not (a and b) else "   code differs"
+            moved = [n for n in base_by_code.get(a[4], []) if n != short] if a and not same_code else []
+            if moved:
+                note += f"   = base {moved[0]}"
             print(f"{short:72s} {size(b)} {size(a)} {change}   {regs(b):>3s} -> {regs(a):>3s}   {spills(b)} -> {spills(a)}"
-                  + ("" if same_code or not (a and b) else "   code differs"))
+                  + note)
             total[0] += b[0] if b else 0
             total[1] += a[0] if a else 0
         else:
