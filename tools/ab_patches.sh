@@ -8,8 +8,10 @@
 # Usage, from the repository root:
 #   tools/ab_patches.sh [--base REV] NAME...      e.g. tools/ab_patches.sh seven_group_classes dead_groups
 #   then the device call (carry [".ab"]), e.g.
-#     EXTRA_CUDA_FLAGS=-DTILEKIT_DEV_BF16_ONLY=1 BENCHES=bench_cross_entropy ROUNDS=2 \
+#     OURS=0 EXTRA_CUDA_FLAGS=-DTILEKIT_DEV_BF16_ONLY=1 BENCHES=bench_cross_entropy ROUNDS=2 \
 #       FILTER='with_gradient(_vocab|_odd)/' tools/device_ab.sh
+#   (OURS=0: the working tree is base's commit, so no side "ours"; without it, a change in the
+#   working tree runs as side "ours" beside the patches)
 # Each side adds its own build (~50 s of the 16-core machine for a bf16-only build of one
 # benchmark, side by side with the others) and its runs: keep a call to three or four sides.
 set -euo pipefail
@@ -19,7 +21,7 @@ if [ "${1:-}" = --base ]; then
   rev=$2
   shift 2
 fi
-[ $# -ge 1 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 for name in "$@"; do
   [ -f "docs/experiments/$name.patch" ] || { echo "ab_patches.sh: no docs/experiments/$name.patch" >&2; exit 2; }
   [ "$name" != base ] && [ "$name" != ours ] || { echo "ab_patches.sh: '$name' is a reserved side name" >&2; exit 2; }

@@ -14,6 +14,8 @@
 #   BENCHES  benchmark targets (default bench_cross_entropy). ~35-50 s per run of a whole binary.
 #   FILTER   --benchmark_filter for every run (default: all benchmarks of the binary).
 #   ROUNDS   rounds of every side per benchmark (default 2).
+#   OURS     0: leave the working tree out (no side "ours"), e.g. when it is base's commit and the
+#            sides are patches (tools/ab_patches.sh): one build and its runs fewer (default 1).
 # JSON of every run goes to $OUT as <bench>.<side>.<round>.json; after each binary's rounds
 # tools/bench_ab.py prints the ratio of every side to base per benchmark and round (and appends
 # it to $OUT/ab.txt).
@@ -33,7 +35,8 @@ for tree in .ab/*/; do
   name=$(basename "$tree")
   [ "$name" != base ] && [ -f "$tree/CMakeLists.txt" ] && sides+=("$name")
 done
-sides+=(ours)
+[ "${OURS:-1}" = 0 ] || sides+=(ours)
+[ ${#sides[@]} -ge 2 ] || { echo "device_ab.sh: only base to run (OURS=0 and no other .ab tree)" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 build_sides "${sides[*]}" "${benches[@]}"
 for bench in "${benches[@]}"; do
