@@ -30,8 +30,7 @@ rm -rf .ab
 mkdir -p .ab/base
 git archive "$rev" | tar -x -C .ab/base
 for name in "$@"; do
-  mkdir -p ".ab/$name"
-  git archive "$rev" | tar -x -C ".ab/$name"
+  cp -a .ab/base ".ab/$name"
   # git apply, not patch: it refuses a patch that does not apply exactly instead of applying
   # it with fuzz, and applies nothing when a hunk fails.
   if ! err=$(git apply --directory=".ab/$name" "docs/experiments/$name.patch" 2>&1); then
