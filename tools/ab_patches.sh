@@ -6,7 +6,7 @@
 # that rotted against main must be rebased before it can be measured.
 #
 # Usage, from the repository root:
-#   tools/ab_patches.sh [--base REV] NAME...      e.g. tools/ab_patches.sh seven_group_classes dead_groups
+#   tools/ab_patches.sh [--base REV] NAME...      e.g. tools/ab_patches.sh dead_groups overread_norms_softmax
 #   then the device call (carry [".ab"]), e.g.
 #     OURS=0 EXTRA_CUDA_FLAGS=-DTILEKIT_DEV_BF16_ONLY=1 BENCHES=bench_cross_entropy ROUNDS=2 \
 #       FILTER='with_gradient(_vocab|_odd)/' tools/device_ab.sh

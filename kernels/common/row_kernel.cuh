@@ -268,8 +268,8 @@ inline constexpr int row_span_granule = 16;
 TILEKIT_HOST_DEVICE constexpr int row_cluster_span(int cols, int ctas) {
   return (cols + ctas * row_span_granule - 1) / (ctas * row_span_granule) * row_span_granule;
 }
-// Room for one class more than the ten power-of-two classes (with_class_inserted below).
-inline constexpr int max_row_configs = 11;
+// Room for three classes more than the ten power-of-two classes (with_class_inserted below).
+inline constexpr int max_row_configs = 13;
 
 // A size-class table: classes by increasing max_cols, the last one covering row_max_cols.
 struct row_table {

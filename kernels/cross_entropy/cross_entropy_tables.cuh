@@ -54,12 +54,23 @@ static_assert(streamed_packed_table.well_formed() && streamed_table.well_formed(
 // reduce_slots folds a count that is not a power of two one partial after another (here 5 CTA
 // partials in 4 steps, against 3 shuffle levels for 8: no loss measured). A deferred op with such
 // a class would fold every warp's partial so (16 x 5 per row): pad the slots first.
-inline constexpr row_table fused_packed_table =
-    with_class_inserted(with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}}), 9, {163840, 512, 1, 5, 64, true});
-static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 11 &&
-                  fused_packed_table.configs[8].max_cols == 131072 && fused_packed_table.configs[8].cluster_ctas == 4 &&
-                  fused_packed_table.configs[9].max_cols == 163840 && fused_packed_table.configs[9].cluster_ctas == 5 &&
-                  fused_packed_table.configs[10].max_cols == 262144 && fused_packed_table.configs[10].cluster_ctas == 8,
-              "fused_packed_table: clusters of 4, 5 and 8 CTAs of 32768 columns");
+// Two classes more, for the same reason: rows of 32769-57344 and 65537-114688 columns over 2 and
+// 4 CTAs of 7 groups (56 columns per thread, 28672 per CTA) instead of 8 (classes 7 and 9): 50304
+// (GPT-2, padded) fills 88% of 2 x 28672 instead of 77% of 2 x 32768, 102400 89% of 4 x 28672
+// instead of 78%. H100, 2026-12-08, same-run A/B, 2 rounds: 50304 2500 -> 2677 GB/s (+7.1%),
+// 102400 2348 -> 2558 (+8.9%), `_odd` 50257 2288 -> 2397 (+4.8%); 65536 and 131072 within 0.3%.
+inline constexpr row_table fused_packed_table = with_class_inserted(
+    with_class_inserted(
+        with_class_inserted(with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}}), 9, {163840, 512, 1, 5, 64, true}),
+        7, {57344, 512, 1, 2, 56, true}),
+    9, {114688, 512, 1, 4, 56, true});
+static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 13 &&
+                  fused_packed_table.configs[7].max_cols == 57344 && fused_packed_table.configs[7].cluster_ctas == 2 &&
+                  fused_packed_table.configs[8].max_cols == 65536 && fused_packed_table.configs[8].cluster_ctas == 2 &&
+                  fused_packed_table.configs[9].max_cols == 114688 && fused_packed_table.configs[9].cluster_ctas == 4 &&
+                  fused_packed_table.configs[10].max_cols == 131072 && fused_packed_table.configs[10].cluster_ctas == 4 &&
+                  fused_packed_table.configs[11].max_cols == 163840 && fused_packed_table.configs[11].cluster_ctas == 5 &&
+                  fused_packed_table.configs[12].max_cols == 262144 && fused_packed_table.configs[12].cluster_ctas == 8,
+              "fused_packed_table: clusters of 2 x 28672 / 32768, 4 x 28672 / 32768, 5 and 8 x 32768 columns");
 
 }  // namespace tilekit::kernels::detail

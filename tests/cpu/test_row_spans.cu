@@ -66,6 +66,12 @@ TEST(RowSpans, ClustersOfFive) {
   EXPECT_EQ(t.configs[t.index(163840)].cluster_ctas, 5);
   EXPECT_EQ(t.configs[t.index(163841)].cluster_ctas, 8);
   EXPECT_EQ(t.configs[t.index(262144)].cluster_ctas, 8);
+  // The 7-group classes (56 columns per thread).
+  EXPECT_EQ(t.configs[t.index(50304)].elements_per_thread, 56);
+  EXPECT_EQ(t.configs[t.index(57345)].elements_per_thread, 64);
+  EXPECT_EQ(t.configs[t.index(102400)].elements_per_thread, 56);
+  EXPECT_EQ(t.configs[t.index(102400)].cluster_ctas, 4);
+  EXPECT_EQ(t.configs[t.index(114689)].elements_per_thread, 64);
   EXPECT_EQ(tkd::row_cluster_span(151936, 5), 30400);  // 4 x 30400 + 30336
   EXPECT_EQ(tkd::row_cluster_span(163840, 5), 32768);  // whole chunks at the class's bound
   EXPECT_EQ(tkd::row_cluster_span(131073, 5), 26224);  // 4 x 26224 + 26177
@@ -89,8 +95,10 @@ TEST(RowSpans, InsertedClassAndWellFormedTables) {
   EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 512, 1, 4, 64, true}).well_formed());
   EXPECT_FALSE(tkd::with_class_inserted(tkd::packed_row_table, 9, {163840, 256, 1, 10, 64, true}).well_formed());
   // No room (a full table) or an index past the classes: an exception, not a write past the array.
-  EXPECT_THROW(tkd::with_class_inserted(t, 5, {4096, 64, 1, 1, 64, true}), std::invalid_argument);
-  EXPECT_THROW(tkd::with_class_inserted(tkd::packed_row_table, 11, {262144, 512, 1, 8, 64, true}),
+  tkd::row_table full = t;
+  while (full.count < tkd::max_row_configs) full = tkd::with_class_inserted(full, 9, full.configs[9]);
+  EXPECT_THROW(tkd::with_class_inserted(full, 5, {4096, 64, 1, 1, 64, true}), std::invalid_argument);
+  EXPECT_THROW(tkd::with_class_inserted(tkd::packed_row_table, 12, {262144, 512, 1, 8, 64, true}),
                std::invalid_argument);
   tkd::row_table short_table = tkd::packed_row_table;
   short_table.count = 9;

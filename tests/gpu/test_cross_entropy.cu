@@ -536,7 +536,7 @@ TEST_F(CrossEntropy, StreamedRowsLabelsAtSegmentEdges) {
 TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f};
   for (int64_t v : {int64_t(2000), int64_t(3001), int64_t(8000), int64_t(12345), int64_t(32768), int64_t(40000),
-                    int64_t(131073), int64_t(151937), int64_t(200001)}) {
+                    int64_t(50257), int64_t(102401), int64_t(131073), int64_t(151937), int64_t(200001)}) {
     check<bf16>(rows_for(v, 7), v, 0, o, /*fused=*/true);
     if (v >= 32768 && v < 65536) check<fp16>(rows_for(v, 3), v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
   }
@@ -544,15 +544,17 @@ TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
   check<bf16>(7, 12345, 5, o, /*fused=*/true);
 }
 
-// With dlogits, 16-bit rows of more than 32K columns are packed pairs over clusters of 32768
-// columns per CTA, each CTA an even share of the row (row_cluster_span): bf16 65536 over 2 CTAs,
-// 65543 over 4, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of 5), 163841 and
-// 262144 over 8. Labels at the first and the last column of every CTA's share
+// With dlogits, 16-bit rows of more than 32K columns are packed pairs over clusters of 28672 or
+// 32768 columns per CTA, each CTA an even share of the row (row_cluster_span): bf16 50304 / 57344
+// over 2 CTAs of 7 groups, 57345 / 65536 over 2 of 8, 65543 / 102400 / 114688 over 4 of 7
+// groups, 114689 over 4 of 8, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of 5), 163841
+// and 262144 over 8. Labels at the first and the last column of every CTA's share
 // (cluster_edge_labels), and at steps of 32768 / 32767 columns; enough rows that every worker
 // (66 clusters of 2, 30 of 4, 15 of 8 on the H200, about 24 of 5: an estimate) takes several
 // items.
 TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
-  for (int64_t v : {int64_t(65536), int64_t(65543), int64_t(131073), int64_t(151936), int64_t(163840),
+  for (int64_t v : {int64_t(50304), int64_t(57344), int64_t(57345), int64_t(65536), int64_t(65543), int64_t(102400),
+                    int64_t(114688), int64_t(114689), int64_t(131073), int64_t(151936), int64_t(163840),
                     int64_t(163841), int64_t(262144)}) {
     const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f, .label_columns = cluster_edge_labels(v)};
     check<bf16>(v <= 65543 ? 300 : 120, v, 0, o, /*fused=*/true);
