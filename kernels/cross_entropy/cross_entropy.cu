@@ -5,7 +5,7 @@
 // Forward, per row, one read of the logits (and with the fused gradient one write of dlogits):
 //   1. load this thread's columns into registers (padding = -inf): as floats, or, for 16-bit
 //      logits, as packed pairs (without dlogits from 1K columns on, packed_row_table; with
-//      dlogits, bf16 from 2K on, fused_packed_table, fp16 from 32K on, wide_row_table);
+//      dlogits, bf16 from 2K on, fused_packed_table, fp16 from 32K on, fused_wide_table);
 //      without dlogits, misaligned rows order-free (load_row_pairs_unordered: the statistics
 //      need no column order, so no funnel shift; 4K-32K +9-23% on an H100, 2026-12-06);
 //   2. per warp: m = max (shuffles), the exponentials exp(x - m) (in place on the float path)
@@ -343,7 +343,7 @@ struct ce_forward_op : row_op_defaults {
   // (packed_row_table: 32 columns per thread at 1K, whose max takes one HMNMX2 per pair, then
   // 64, which spread the per-row work of this instruction-bound reduction over twice the
   // elements); with dlogits, bf16 from 2K on (fused_packed_table) and fp16 from 32K on
-  // (wide_row_table: 64 columns, half the cluster; the exponentials are recomputed in the
+  // (fused_wide_table: 64 columns, half the cluster; the exponentials are recomputed in the
   // output pass, as the backward does). bf16 with dlogits measured 4K / 8K / 16K 0.840 /
   // 0.806 / 0.816 -> 0.860 / 0.863 / 0.868x copy as 64 columns of pairs instead of 32 floats,
   // 1K 0.858 -> 0.853 as 32 pairs (so 1K keeps floats; H200, 2026-12-01, same-run A/B, after
@@ -352,7 +352,7 @@ struct ce_forward_op : row_op_defaults {
   // Without dlogits, rows from 32K columns on are streamed instead (streamed_packed_table /
   // streamed_table in cross_entropy_tables.cuh).
   static constexpr const row_table& table = WriteGradient ? (std::is_same_v<T, bf16>   ? fused_packed_table
-                                                           : is_16bit_float<T> ? wide_row_table
+                                                           : is_16bit_float<T> ? fused_wide_table
                                                                                : default_row_table)
                                                           : (is_16bit_float<T> ? streamed_packed_table : streamed_table);
   TILEKIT_HOST_DEVICE static row_source<T> source(const params& p, int) {

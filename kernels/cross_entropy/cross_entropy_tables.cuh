@@ -72,5 +72,14 @@ static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 13
                   fused_packed_table.configs[11].max_cols == 163840 && fused_packed_table.configs[11].cluster_ctas == 5 &&
                   fused_packed_table.configs[12].max_cols == 262144 && fused_packed_table.configs[12].cluster_ctas == 8,
               "fused_packed_table: clusters of 2 x 28672 / 32768, 4 x 28672 / 32768, 5 and 8 x 32768 columns");
+// The forward with dlogits of fp16 logits: wide_row_table (32 floats per thread below 32K, where
+// fp16 pairs spill; ce_forward_op::table) with the same cluster of 5 as class 9, for the same
+// reason (not the 7-group classes: not measured for fp16). H100, 2026-12-08, same-run A/B, 2
+// rounds: 151936 1660 -> 2528 GB/s (+52%, 0.55 -> 0.83x copy); 50304 / 102400 within 0.1%.
+inline constexpr row_table fused_wide_table = with_class_inserted(wide_row_table, 9, {163840, 512, 1, 5, 64, true});
+static_assert(fused_wide_table.well_formed() && fused_wide_table.count == 11 &&
+                  fused_wide_table.configs[9].max_cols == 163840 && fused_wide_table.configs[9].cluster_ctas == 5 &&
+                  fused_wide_table.configs[10].max_cols == 262144 && fused_wide_table.configs[10].cluster_ctas == 8,
+              "fused_wide_table: the cluster of 5 CTAs of 32768 columns");
 
 }  // namespace tilekit::kernels::detail

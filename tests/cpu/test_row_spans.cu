@@ -54,6 +54,7 @@ TEST(RowSpans, ClustersDealRowsEvenly) {
   check_table(tkd::packed_row_table, "packed_row_table");
   check_table(tkd::wide_row_table, "wide_row_table");
   check_table(tkd::fused_packed_table, "fused_packed_table");  // clusters of 4, 5 and 8
+  check_table(tkd::fused_wide_table, "fused_wide_table");      // the fp16 forward with dlogits
 }
 
 // A cluster of 5 (fused_packed_table's class 9, 131073-163840 columns): the even shares at the
@@ -75,6 +76,11 @@ TEST(RowSpans, ClustersOfFive) {
   EXPECT_EQ(tkd::row_cluster_span(151936, 5), 30400);  // 4 x 30400 + 30336
   EXPECT_EQ(tkd::row_cluster_span(163840, 5), 32768);  // whole chunks at the class's bound
   EXPECT_EQ(tkd::row_cluster_span(131073, 5), 26224);  // 4 x 26224 + 26177
+  // fp16 logits (fused_wide_table): the same clusters from 32K on.
+  const tkd::row_table& w = tkd::fused_wide_table;
+  EXPECT_EQ(w.index(151936), 9);
+  for (int cols : {32768, 32769, 65536, 65537, 131072, 131073, 151936, 163840, 163841, 262144})
+    EXPECT_EQ(w.configs[w.index(cols)].cluster_ctas, t.configs[t.index(cols)].cluster_ctas) << cols;
 }
 
 // with_class_inserted moves the classes from its index up by one and keeps the table well formed;

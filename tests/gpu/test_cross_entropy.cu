@@ -67,13 +67,14 @@ struct options {
   std::vector<int64_t> label_columns = {};
 };
 
-// The first and the last column of every CTA's share of a row of `vocab` columns in the bf16
-// forward with dlogits (fused_packed_table's class for vocab, row_cluster_span), as
-// options::label_columns; one more column if their count is a multiple of 5, so that the rows
-// make_problem ignores (r % 5 == 3) do not always take the same ones.
-std::vector<int64_t> cluster_edge_labels(int64_t vocab) {
+// The first and the last column of every CTA's share of a row of `vocab` columns in `table`'s
+// class for vocab (row_cluster_span; by default the bf16 forward with dlogits',
+// fused_packed_table), as options::label_columns; one more column if their count is a multiple
+// of 5, so that the rows make_problem ignores (r % 5 == 3) do not always take the same ones.
+std::vector<int64_t> cluster_edge_labels(int64_t vocab,
+                                         const tilekit::kernels::detail::row_table& table =
+                                             tilekit::kernels::detail::fused_packed_table) {
   namespace tkd = tilekit::kernels::detail;
-  const tkd::row_table& table = tkd::fused_packed_table;
   const int ctas = table.configs[table.index(vocab)].cluster_ctas;
   const int64_t span = tkd::row_cluster_span(int(vocab), ctas);
   std::vector<int64_t> columns;
@@ -547,11 +548,11 @@ TEST_F(CrossEntropy, FusedForwardOfPackedPairs) {
 // With dlogits, 16-bit rows of more than 32K columns are packed pairs over clusters of 28672 or
 // 32768 columns per CTA, each CTA an even share of the row (row_cluster_span): bf16 50304 / 57344
 // over 2 CTAs of 7 groups, 57345 / 65536 over 2 of 8, 65543 / 102400 / 114688 over 4 of 7
-// groups, 114689 over 4 of 8, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of 5), 163841
-// and 262144 over 8. Labels at the first and the last column of every CTA's share
-// (cluster_edge_labels), and at steps of 32768 / 32767 columns; enough rows that every worker
-// (66 clusters of 2, 30 of 4, 15 of 8 on the H200, about 24 of 5: an estimate) takes several
-// items.
+// groups, 114689 over 4 of 8, 131073 / 151936 / 163840 over 5 (fused_packed_table's cluster of
+// 5), 163841 and 262144 over 8; fp16 65543 over 4 of 8 (fused_wide_table). Labels at the first
+// and the last column of every CTA's share (cluster_edge_labels), and at steps of 32768 / 32767
+// columns; enough rows that every worker (66 clusters of 2, 30 of 4, 15 of 8 on the H200, about
+// 24 of 5: an estimate) takes several items.
 TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
   for (int64_t v : {int64_t(50304), int64_t(57344), int64_t(57345), int64_t(65536), int64_t(65543), int64_t(102400),
                     int64_t(114688), int64_t(114689), int64_t(131073), int64_t(151936), int64_t(163840),
@@ -566,6 +567,22 @@ TEST_F(CrossEntropy, FusedClusterRowsLabelsAtChunkEdges) {
     check<bf16>(150, 262144, 0, o, /*fused=*/true);
   }
   check<fp16>(300, 65543, 0, {}, /*fused=*/true, /*per_row_gradient=*/false, 1.f);
+}
+
+// fp16 logits with dlogits take the same clusters from 32K on (fused_wide_table; test_row_spans
+// checks that they are fused_packed_table's there): the cluster of 5, aligned and shifted, labels
+// at every CTA's first and last column. A gradient scale of 256, as fp16 training's loss scaling
+// does: with 1, most dlogits (~1 / V ~ 7e-6) are fp16 subnormals, whose rounding alone took the
+// norm-wise error of the columns other than the label's to 2.8e-3, over the tolerance of 2e-3
+// (H100, 2026-12-08, with labels of probability ~1/2, which halve those dlogits; ~1.3e-3 without).
+TEST_F(CrossEntropy, FusedFp16RowsOverClustersOfFive) {
+  namespace tkd = tilekit::kernels::detail;
+  for (int64_t v : {int64_t(151936), int64_t(151937)}) {
+    const options o{.label_smoothing = 0.1f,
+                    .z_loss_weight = 1e-3f,
+                    .label_columns = cluster_edge_labels(v, tkd::fused_wide_table)};
+    check<fp16>(60, v, 0, o, /*fused=*/true, /*per_row_gradient=*/false, 256.f);
+  }
 }
 
 // check() compares the fused forward's dlogits with the backward's bits; here at the widths
