@@ -579,6 +579,9 @@ struct ce_backward_op : row_op_defaults {
   using params = ce_backward_params;
   using row_scalars = ce_row;
   static constexpr int inputs = 1;
+  // 16-bit logits: one class more, rows of 131073-163840 columns over 5 CTAs (backward_wide_table,
+  // cross_entropy_tables.cuh).
+  static constexpr const row_table& table = is_16bit_float<T> ? backward_wide_table : default_row_table;
   // Claimed with one CTA per worker (the default), paced over clusters. bf16, H200, 2026-12-01,
   // same-binary A/B, x copy: 32K / 64K / 128K / 256K static 0.876 / 0.885 / 0.887 / 0.853 ->
   // paced 0.912 / 0.918 / 0.911 / 0.904 (claimed over clusters had lost 1-3%); 1K-8K claimed
@@ -601,7 +604,23 @@ struct ce_backward_op : row_op_defaults {
     const float probability_scale = g * (1.f + 2.f * p.z_loss_weight * r.lse);
     const float uniform_target = g * p.smoothing_per_class;
     const row_probability<fused_exponent<T, S>> probability(r.lse);
-
+    auto label_value = [&] {
+      return label_dlogit(probability(convert<float>(in[0][label.column])), probability_scale, uniform_target, g,
+                          p.label_smoothing);
+    };
+    if constexpr (packed_rows<S>) {
+      // 64 columns per thread (backward_wide_table): held as pairs and written one 16-byte group
+      // at a time, as the forward with dlogits does (as 64 floats the shifted kernel spilled).
+      packed_t<T> pairs[layout::elements / 2];
+      if constexpr (S::shifted) load_row_pairs_aligned<layout>(pairs, overread(in[0]), cols, at.thread, convert<T>(0.f));
+      else load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(0.f));
+      T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
+      store_row_from_pairs<layout, 1, cache_policy::streaming, S::shifted>(
+          out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); },
+          cols, at.thread);
+      patch_label_dlogit<S>(out, label, label_value);
+      return;
+    }
     float values[layout::elements];
     if constexpr (S::shifted) load_row_aligned<layout>(values, overread(in[0]), cols, at.thread, 0.f);
     else load_row_aligned<layout>(values, in[0], cols, at.thread, 0.f);
@@ -609,10 +628,6 @@ struct ce_backward_op : row_op_defaults {
     for (int j = 0; j < layout::elements; ++j)
       values[j] = dlogit_from_logit(values[j], probability, probability_scale, uniform_target);
     T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-    auto label_value = [&] {
-      return label_dlogit(probability(convert<float>(in[0][label.column])), probability_scale, uniform_target, g,
-                          p.label_smoothing);
-    };
     store_row<layout, cache_policy::streaming, S::shifted>(out, values, cols, at.thread);
     patch_label_dlogit<S>(out, label, label_value);
   }

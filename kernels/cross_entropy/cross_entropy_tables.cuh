@@ -82,4 +82,18 @@ static_assert(fused_wide_table.well_formed() && fused_wide_table.count == 11 &&
                   fused_wide_table.configs[10].max_cols == 262144 && fused_wide_table.configs[10].cluster_ctas == 8,
               "fused_wide_table: the cluster of 5 CTAs of 32768 columns");
 
+// The backward of 16-bit logits: default_row_table, but rows of 131073-163840 columns over a
+// cluster of 5 CTAs of 32768 columns (64 per thread, held as packed pairs: as floats the shifted
+// kernel spilled 334 bytes at the 128-register cap) instead of 16 CTAs of 16384 (class 9; the
+// 16-CTA class is then class 10). Why: every element is independent once lse is known, so a row's
+// CTAs share no work, but each CTA streams only its share of the row: 151936 columns (Qwen2)
+// fill 58% of 16 x 16384, and each SM then keeps 58% of a stage's bytes in flight. Over 5 CTAs of
+// 32768 they fill 93%, and the row's CTAs are those of the forward with dlogits' cluster of 5
+// (fused_packed_table): the same spans. H100, 2026-12-08, same-run A/B, 2 rounds: 151936 2582 ->
+// 2834 GB/s (+9.8%, 0.85 -> 0.93x copy); the other vocabularies and 131072 / 262144 within 0.4%.
+inline constexpr row_table backward_wide_table = with_class_inserted(default_row_table, 9, {163840, 512, 1, 5, 64, true});
+static_assert(backward_wide_table.well_formed() && backward_wide_table.count == 11 &&
+                  backward_wide_table.configs[9].cluster_ctas == 5 && backward_wide_table.configs[10].cluster_ctas == 16,
+              "backward_wide_table: rows of 131073-163840 columns over 5 CTAs, wider ones over 16");
+
 }  // namespace tilekit::kernels::detail

@@ -83,6 +83,26 @@ TEST(RowSpans, ClustersOfFive) {
     EXPECT_EQ(w.configs[w.index(cols)].cluster_ctas, t.configs[t.index(cols)].cluster_ctas) << cols;
 }
 
+// The backward of 16-bit logits (backward_wide_table): default_row_table's clusters of 8 and 16
+// CTAs of 16384 columns, with 5 CTAs of 32768 between them, at the forward's class edges, so that
+// both kernels deal a vocabulary of this class over the same CTA spans.
+TEST(RowSpans, BackwardClustersOfFive) {
+  const tkd::row_table& t = tkd::backward_wide_table;
+  const tkd::row_table& f = tkd::fused_packed_table;
+  EXPECT_EQ(t.configs[t.index(131072)].cluster_ctas, 8);
+  EXPECT_EQ(t.configs[t.index(131072)].elements_per_thread, 32);
+  for (int cols : {131073, 151936, 163840}) {
+    const tkd::row_config& c = t.configs[t.index(cols)];
+    EXPECT_EQ(c.cluster_ctas, 5) << cols;
+    EXPECT_EQ(c.elements_per_thread, 64) << cols;
+    EXPECT_TRUE(c.pairs) << cols;
+    EXPECT_EQ(c.cluster_ctas, f.configs[f.index(cols)].cluster_ctas) << cols;
+  }
+  EXPECT_EQ(t.configs[t.index(163841)].cluster_ctas, 16);
+  EXPECT_EQ(t.configs[t.index(262144)].cluster_ctas, 16);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(t.configs[i].max_cols, tkd::default_row_table.configs[i].max_cols);
+}
+
 // with_class_inserted moves the classes from its index up by one and keeps the table well formed;
 // well_formed rejects what the row kernel cannot run.
 TEST(RowSpans, InsertedClassAndWellFormedTables) {

@@ -585,6 +585,31 @@ TEST_F(CrossEntropy, FusedFp16RowsOverClustersOfFive) {
   }
 }
 
+// The backward of 16-bit logits runs rows of 131073-163840 columns over 5 CTAs of 32768 columns
+// (backward_wide_table, cross_entropy_tables.cuh: 64 columns per thread as packed pairs) and
+// wider ones over 16 CTAs of 16384. Labels at every CTA's first and last column of the
+// backward's spans, bf16 and fp16, aligned rows and shifted ones (151937; pad 3); the forward
+// here without dlogits, so that check() compares the backward's dlogits alone with the reference.
+TEST_F(CrossEntropy, BackwardClusterRowsLabelsAtChunkEdges) {
+  namespace tkd = tilekit::kernels::detail;
+  static_assert(tkd::backward_wide_table.configs[9].max_cols == 163840 &&
+                    tkd::backward_wide_table.configs[9].cluster_ctas == 5,
+                "the widths below are those of the backward's cluster of 5");
+  for (int64_t v : {int64_t(131072), int64_t(131073), int64_t(151936), int64_t(151937), int64_t(163840),
+                    int64_t(163841)}) {
+    const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f,
+                    .label_columns = cluster_edge_labels(v, tkd::backward_wide_table)};
+    check<bf16>(60, v, 0, o, /*fused=*/false);
+    // fp16 up to the class's bound, at a gradient of 1: most dlogits (~1 / V) are then fp16
+    // subnormals, whose rounding alone takes ~1.3e-3 of the norm-wise tolerance of 2e-3 (passed on
+    // an H100, 2026-12-08); wider rows sink further (see FusedFp16RowsOverClustersOfFive).
+    if (v <= 163840) check<fp16>(30, v, 0, o, /*fused=*/false, /*per_row_gradient=*/false, 1.f);
+  }
+  const options o{.label_smoothing = 0.1f, .z_loss_weight = 1e-3f,
+                  .label_columns = cluster_edge_labels(151936, tkd::backward_wide_table)};
+  check<bf16>(9, 151936, 3, o, /*fused=*/false);
+}
+
 // check() compares the fused forward's dlogits with the backward's bits; here at the widths
 // around 32768 columns, where both kernels change the form of the exponent (fused_exponent,
 // cross_entropy.cu), and through the unaligned path (pad 3).
