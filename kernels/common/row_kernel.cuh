@@ -35,8 +35,8 @@
 // registers under the 128-register cap of 512 threads; wide rows add CTAs (a cluster), not
 // registers. Clusters cost SMs, though: on the H200 only 30 clusters of 4, 15 of 8 and 7 of 16
 // are co-resident (120, 120 and 112 of the 132 SMs; clusters of 2 use all of them;
-// cudaOccupancyMaxActiveClusters, 2026-12-02; clusters of 5, the CE forward + dlogits' class of
-// 131073-163840 columns, not measured), so a class that can take 64 columns per thread
+// cudaOccupancyMaxActiveClusters, 2026-12-02; clusters of 5, the CE classes of 131073-163840
+// columns, not measured), so a class that can take 64 columns per thread
 // instead (the 16-bit tables below) halves its cluster and may gain SMs as well. (A row's CTAs
 // as any CTAs of a cooperative launch, exchanging through L2 instead, ran the LayerNorm forward
 // at 0.86-0.98x of its clusters at 64K-256K, and 0.87-0.91x even with no wait at all:
