@@ -221,6 +221,20 @@ TILEKIT_DEVICE TILEKIT_INLINE void patch_label_dlogit(T* out, const ce_label& la
   if constexpr (S::shifted) __syncwarp();
   if (label.owned) out[label.column] = convert<T>(dlogit());
 }
+// The dlogits of a row held as packed pairs (schedule S), one 16-byte group at a time
+// (store_row_from_pairs), then the label's column (patch_label_dlogit, `label_value` its
+// dlogit): the forward with dlogits and the backward both write their packed rows with this, so
+// from the same lse they write the same bits.
+template <class S, class T, bool Fused, class F>
+TILEKIT_DEVICE TILEKIT_INLINE void store_dlogits_from_pairs(T* out, const packed_t<T> (&pairs)[S::layout::elements / 2],
+                                                            const row_probability<Fused>& probability,
+                                                            float probability_scale, float uniform_target, int cols,
+                                                            int thread, const ce_label& label, F label_value) {
+  store_row_from_pairs<typename S::layout, 1, cache_policy::streaming, S::shifted>(
+      out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); }, cols,
+      thread);
+  patch_label_dlogit<S>(out, label, label_value);
+}
 
 // The sum of a thread's logits, padding (the registers that hold no column: held_columns)
 // skipped: over floats, or over packed pairs (register j of the layout = element j % 2 of pair
@@ -507,10 +521,7 @@ struct ce_forward_op : row_op_defaults {
       // does. H200, 2026-12-01, same-run A/B: 32K / 64K / 128K / 256K 0.771 / 0.783 / 0.713 /
       // 0.682 -> 0.868 / 0.839 / 0.767 / 0.756x copy.
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      store_row_from_pairs<layout, 1, cache_policy::streaming, S::shifted>(
-          out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); }, cols,
-          at.thread);
-      patch_label_dlogit<S>(out, label, [&] {
+      store_dlogits_from_pairs<S>(out, pairs, probability, probability_scale, uniform_target, cols, at.thread, label, [&] {
         return label_dlogit(probability(label_logit), probability_scale, uniform_target, g, smoothing);
       });
     } else {
@@ -615,10 +626,8 @@ struct ce_backward_op : row_op_defaults {
       if constexpr (S::shifted) load_row_pairs_aligned<layout>(pairs, overread(in[0]), cols, at.thread, convert<T>(0.f));
       else load_row_pairs_aligned<layout>(pairs, in[0], cols, at.thread, convert<T>(0.f));
       T* out = static_cast<T*>(p.dlogits) + row * p.dlogits_row_stride + at.col0;
-      store_row_from_pairs<layout, 1, cache_policy::streaming, S::shifted>(
-          out, pairs, [&](float x) { return dlogit_from_logit(x, probability, probability_scale, uniform_target); },
-          cols, at.thread);
-      patch_label_dlogit<S>(out, label, label_value);
+      store_dlogits_from_pairs<S>(out, pairs, probability, probability_scale, uniform_target, cols, at.thread, label,
+                                  label_value);
       return;
     }
     float values[layout::elements];

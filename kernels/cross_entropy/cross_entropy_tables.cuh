@@ -59,9 +59,14 @@ static_assert(streamed_packed_table.well_formed() && streamed_table.well_formed(
 // (GPT-2, padded) fills 88% of 2 x 28672 instead of 77% of 2 x 32768, 102400 89% of 4 x 28672
 // instead of 78%. H100, 2026-12-08, same-run A/B, 2 rounds: 50304 2500 -> 2677 GB/s (+7.1%),
 // 102400 2348 -> 2558 (+8.9%), `_odd` 50257 2288 -> 2397 (+4.8%); 65536 and 131072 within 0.3%.
+// The class of 131073-163840 columns over a cluster of 5 CTAs of 32768 (64 columns per thread as
+// packed pairs), inserted at index 9 of a ten-class table: the same class in the forward with
+// dlogits (bf16 and fp16) and the backward (16-bit), so that a vocabulary of this class is dealt
+// over the same CTA spans in all of them.
+inline constexpr row_config cluster_of_five_class = {163840, 512, 1, 5, 64, true};
 inline constexpr row_table fused_packed_table = with_class_inserted(
     with_class_inserted(
-        with_class_inserted(with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}}), 9, {163840, 512, 1, 5, 64, true}),
+        with_class_inserted(with_classes(packed_row_table, 1, {{1024, 32, 1, 1, 32}}), 9, cluster_of_five_class),
         7, {57344, 512, 1, 2, 56, true}),
     9, {114688, 512, 1, 4, 56, true});
 static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 13 &&
@@ -76,7 +81,7 @@ static_assert(fused_packed_table.well_formed() && fused_packed_table.count == 13
 // fp16 pairs spill; ce_forward_op::table) with the same cluster of 5 as class 9, for the same
 // reason (not the 7-group classes: not measured for fp16). H100, 2026-12-08, same-run A/B, 2
 // rounds: 151936 1660 -> 2528 GB/s (+52%, 0.55 -> 0.83x copy); 50304 / 102400 within 0.1%.
-inline constexpr row_table fused_wide_table = with_class_inserted(wide_row_table, 9, {163840, 512, 1, 5, 64, true});
+inline constexpr row_table fused_wide_table = with_class_inserted(wide_row_table, 9, cluster_of_five_class);
 static_assert(fused_wide_table.well_formed() && fused_wide_table.count == 11 &&
                   fused_wide_table.configs[9].max_cols == 163840 && fused_wide_table.configs[9].cluster_ctas == 5 &&
                   fused_wide_table.configs[10].max_cols == 262144 && fused_wide_table.configs[10].cluster_ctas == 8,
@@ -91,7 +96,7 @@ static_assert(fused_wide_table.well_formed() && fused_wide_table.count == 11 &&
 // 32768 they fill 93%, and the row's CTAs are those of the forward with dlogits' cluster of 5
 // (fused_packed_table): the same spans. H100, 2026-12-08, same-run A/B, 2 rounds: 151936 2582 ->
 // 2834 GB/s (+9.8%, 0.85 -> 0.93x copy); the other vocabularies and 131072 / 262144 within 0.4%.
-inline constexpr row_table backward_wide_table = with_class_inserted(default_row_table, 9, {163840, 512, 1, 5, 64, true});
+inline constexpr row_table backward_wide_table = with_class_inserted(default_row_table, 9, cluster_of_five_class);
 static_assert(backward_wide_table.well_formed() && backward_wide_table.count == 11 &&
                   backward_wide_table.configs[9].cluster_ctas == 5 && backward_wide_table.configs[10].cluster_ctas == 16,
               "backward_wide_table: rows of 131073-163840 columns over 5 CTAs, wider ones over 16");
